@@ -360,10 +360,11 @@ impl Snapshot {
             .collect()
     }
 
-    /// Errored requests over all finished ones (aborted included in the denominator).
+    /// Errored requests over all finished ones (aborted included in the denominator); `None`
+    /// when the server does not report errors.
     pub fn error_rate(&self) -> Option<f64> {
         let ok = self.value(Signal::RequestsOk)?;
-        let errored = self.value(Signal::RequestsErrored).unwrap_or(0.0);
+        let errored = self.value(Signal::RequestsErrored)?;
         let aborted = self.value(Signal::RequestsAborted).unwrap_or(0.0);
         let all = ok + errored + aborted;
         (all > 0.0).then(|| errored / all)

@@ -1,6 +1,9 @@
 //! The catalog against the reference material: vLLM 0.33's own exposition, an older vLLM's,
 //! a DCGM node, and the metric names the official dashboards query.
 
+// A panic in a test is a failed assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -1,1 +1,29 @@
-fn main() {}
+//! The `inferscale` binary: parses the command line, runs the command, and owns exit codes.
+//!
+//! Exit codes: 0 success; 1 a check failed (an invalid exposition, a breached threshold);
+//! 2 a usage or input error (bad flags, unreachable targets, unreadable files).
+
+mod cli;
+mod cmd;
+mod http;
+mod output;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Scrape(args) => cmd::scrape::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

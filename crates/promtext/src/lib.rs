@@ -8,7 +8,7 @@
 //! - [`parse`] reads either format leniently, the way Prometheus' scraper does, borrowing names
 //!   and label values from the input. [`validate_openmetrics`] applies the OpenMetrics 1.0
 //!   grammar and semantics strictly (it agrees with the official suite's verdicts).
-//! - [`write`] prints an [`Exposition`] in either format, with the number style of Python's
+//! - [`write()`] prints an [`Exposition`] in either format, with the number style of Python's
 //!   `prometheus_client` (what vLLM uses), Go's `expfmt`, or the DCGM exporter.
 //! - [`Histogram`] implements `histogram_quantile`, `sum by (le)` and the increase between two
 //!   scrapes exactly as Prometheus does; [`counter_delta`] handles counter resets.

@@ -13,21 +13,12 @@ use crate::model::{Exemplar, Exposition, FamilyData, Format, Label, MetricType, 
 use crate::strict::StrictState;
 
 /// How to parse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ParseOptions {
     /// The format; `None` detects it from the text ([`Format::detect`]).
     pub format: Option<Format>,
     /// Enforce the OpenMetrics 1.0 rules (implies [`Format::OpenMetrics`]).
     pub strict: bool,
-}
-
-impl Default for ParseOptions {
-    fn default() -> Self {
-        ParseOptions {
-            format: None,
-            strict: false,
-        }
-    }
 }
 
 /// Parses a Prometheus text or OpenMetrics body, detecting the format from the text.

@@ -1,5 +1,8 @@
 //! The reference expositions parse as expected, and the writer reproduces vLLM's byte for byte.
 
+// A panic in a test is a failed assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 
 use inferscale_promtext::{FloatStyle, Format, MetricType, WriteOptions, histograms, parse, write};

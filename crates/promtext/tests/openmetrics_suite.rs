@@ -4,6 +4,9 @@
 //! The repository carries half of the suite (`testdata/openmetrics`). Point
 //! `OPENMETRICS_SUITE_DIR` at a checkout's `tests/testdata/parsers` to run all of it.
 
+// A panic in a test is a failed assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 
 use inferscale_promtext::validate_openmetrics;

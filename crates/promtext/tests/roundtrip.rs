@@ -1,5 +1,8 @@
 //! Property: whatever the writer prints, the parser reads back to the same exposition.
 
+// A panic in a test is a failed assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::borrow::Cow;
 
 use inferscale_promtext::{
@@ -35,6 +38,9 @@ fn value() -> impl Strategy<Value = f64> {
     ]
 }
 
+/// Labels, value and timestamp of an exemplar.
+type ExemplarSpec = (Vec<(String, String)>, f64, Option<f64>);
+
 #[derive(Debug, Clone)]
 struct SampleSpec {
     suffix_index: usize,
@@ -42,7 +48,7 @@ struct SampleSpec {
     value: f64,
     timestamp_ms: Option<i64>,
     timestamp_s: Option<f64>,
-    exemplar: Option<(Vec<(String, String)>, f64, Option<f64>)>,
+    exemplar: Option<ExemplarSpec>,
 }
 
 #[derive(Debug, Clone)]

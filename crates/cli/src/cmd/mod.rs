@@ -1,0 +1,3 @@
+//! One module per subcommand; each resolves its flags and calls into the libraries.
+
+pub(crate) mod scrape;

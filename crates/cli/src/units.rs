@@ -1,0 +1,139 @@
+//! Parsing and printing of durations and sizes the way operators write them (`60s`, `1m30s`,
+//! `500ms`, `64MiB`).
+
+use std::time::Duration;
+
+/// Parses `250ms`, `5s`, `1.5s`, `2m`, `1h`, `1m30s` (a bare number means seconds).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?} (expected e.g. 500ms, 5s, 1m30s, 2h)");
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return secs_to_duration(secs).ok_or_else(bad);
+    }
+    let mut total = 0.0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if num_end == 0 {
+            return Err(bad());
+        }
+        let value: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    secs_to_duration(total).ok_or_else(bad)
+}
+
+fn secs_to_duration(secs: f64) -> Option<Duration> {
+    (0.0..1e12)
+        .contains(&secs)
+        .then(|| Duration::from_secs_f64(secs))
+}
+
+/// Prints a duration compactly: `250ms`, `5s`, `1m30s`.
+pub(crate) fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 1.0 {
+        return format!("{}ms", (secs * 1000.0).round() as u64);
+    }
+    if secs < 60.0 {
+        let s = format!("{secs:.3}");
+        return format!("{}s", s.trim_end_matches('0').trim_end_matches('.'));
+    }
+    let whole = secs.round() as u64;
+    let (h, m, s) = (whole / 3600, whole / 60 % 60, whole % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+/// Parses a byte size: `1048576`, `512KiB`, `64MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
+/// ten).
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
+    let bad = || format!("invalid size {s:?} (expected e.g. 65536, 512KiB, 64MiB)");
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..split].parse().map_err(|_| bad())?;
+    let scale: u64 = match s[split..].trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale)
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(bad)
+}
+
+/// Prints seconds for a latency: `850µs`, `42.0ms`, `2.48s`.
+pub(crate) fn format_seconds(secs: f64) -> String {
+    if !secs.is_finite() {
+        return format!("{secs}");
+    }
+    if secs < 1e-3 {
+        format!("{:.0}µs", secs * 1e6)
+    } else if secs < 1.0 {
+        format!("{:.1}ms", secs * 1e3)
+    } else {
+        format!("{secs:.2}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        for bad in ["", "s", "5x", "-1s", "1e400", "5 s", "m5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::from_millis(2500)), "2.5s");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("2KB"), Ok(2000));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999999999GiB").is_err());
+    }
+}
