@@ -322,7 +322,9 @@ impl<'a> Parser<'a> {
             self.line_no += 1;
             let mut line = &text[pos..end];
             if !self.strict {
-                line = line.strip_suffix('\r').unwrap_or(line);
+                // Windows line endings (and stray carriage returns before the newline) are not
+                // part of the line.
+                line = line.trim_end_matches('\r');
             }
             self.line(line)?;
             pos = end + 1;
@@ -464,7 +466,7 @@ impl<'a> Parser<'a> {
             }
             match kind {
                 Meta::Help => cur.rest(),
-                Meta::Type | Meta::Unit => cur.rest().trim_end_matches([' ', '\t']),
+                Meta::Type | Meta::Unit => cur.rest().trim_end_matches([' ', '\t', '\r']),
             }
         };
         self.metadata(line, kind, name, rest, name_at, cur.pos)
@@ -1048,6 +1050,21 @@ mod tests {
         assert_eq!((err.line, err.column), (1, 1));
         let err = parse("a{b=\"é\",c} 1\n".as_bytes()).unwrap_err();
         assert_eq!((err.line, err.column), (1, 10));
+    }
+
+    /// Found by fuzzing: a HELP line ending in several carriage returns lost one per round
+    /// trip, because only one was taken as the line ending.
+    #[test]
+    fn regression_trailing_carriage_returns_are_not_help_text() {
+        let exp = parse(b"# HELP a text\r\r\r\n").unwrap();
+        assert_eq!(exp.family("a").unwrap().help(), Some("text"));
+    }
+
+    /// Found by fuzzing: a UNIT followed by blanks and a carriage return kept the return.
+    #[test]
+    fn regression_unit_trailing_whitespace_and_carriage_return() {
+        let exp = parse(b"# UNIT a_s s\t\t\r\t\t\n").unwrap();
+        assert_eq!(exp.family("a_s").unwrap().unit(), Some("s"));
     }
 
     #[test]
