@@ -75,7 +75,10 @@ fn large_exposition(target_series: usize) -> (String, usize) {
         let name = format!("app_metric_{fam}_seconds");
         match kind {
             0 => {
-                let _ = writeln!(out, "# HELP {name} Gauge number {fam}.\n# TYPE {name} gauge");
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} Gauge number {fam}.\n# TYPE {name} gauge"
+                );
             }
             1 => {
                 let _ = writeln!(
@@ -84,8 +87,10 @@ fn large_exposition(target_series: usize) -> (String, usize) {
                 );
             }
             _ => {
-                let _ =
-                    writeln!(out, "# HELP {name} Histogram number {fam}.\n# TYPE {name} histogram");
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} Histogram number {fam}.\n# TYPE {name} histogram"
+                );
             }
         }
         for pod in 0..40 {
@@ -118,9 +123,17 @@ fn large_exposition(target_series: usize) -> (String, usize) {
 
 fn bench_promtext(text: &str, min: Duration) -> Measure {
     let (best, runs, samples) = time_best(min, || {
-        inferscale_promtext::parse(text.as_bytes()).map(|e| e.sample_count()).unwrap_or(0)
+        inferscale_promtext::parse(text.as_bytes())
+            .map(|e| e.sample_count())
+            .unwrap_or(0)
     });
-    Measure { tool: "inferscale-promtext".into(), bytes: text.len(), best, runs, samples }
+    Measure {
+        tool: "inferscale-promtext".into(),
+        bytes: text.len(),
+        best,
+        runs,
+        samples,
+    }
 }
 
 fn bench_prometheus_parse(text: &str, min: Duration) -> Measure {
@@ -140,7 +153,13 @@ fn bench_prometheus_parse(text: &str, min: Duration) -> Measure {
             })
             .unwrap_or(0)
     });
-    Measure { tool: "prometheus-parse 0.2 (Rust)".into(), bytes: text.len(), best, runs, samples }
+    Measure {
+        tool: "prometheus-parse 0.2 (Rust)".into(),
+        bytes: text.len(),
+        best,
+        runs,
+        samples,
+    }
 }
 
 fn bench_python(python: &str, file: &Path, min: Duration) -> Result<Measure, String> {
@@ -204,7 +223,10 @@ fn parse_bench(args: &[String]) -> Result<(), String> {
         let path = dir.join(file);
         std::fs::write(&path, text).map_err(|e| e.to_string())?;
         let ours = bench_promtext(text, min);
-        let peers = [Ok(bench_prometheus_parse(text, min)), bench_python(&python, &path, min)];
+        let peers = [
+            Ok(bench_prometheus_parse(text, min)),
+            bench_python(&python, &path, min),
+        ];
         let ours_mbs = ours.mb_per_s();
         let mut rows = vec![ours];
         for p in peers {
@@ -233,11 +255,17 @@ fn parse_bench(args: &[String]) -> Result<(), String> {
             }));
         }
     }
-    let _ = writeln!(report, "(synthetic input: {large_series} series; best of ≥3 runs and ≥{seconds}s per cell)");
+    let _ = writeln!(
+        report,
+        "(synthetic input: {large_series} series; best of ≥3 runs and ≥{seconds}s per cell)"
+    );
     print!("{report}");
     let json = json!({ "version": 1, "results": results });
-    std::fs::write(dir.join("parse.json"), serde_json::to_string_pretty(&json).unwrap_or_default())
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        dir.join("parse.json"),
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok(())
 }
 

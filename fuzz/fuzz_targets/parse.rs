@@ -16,15 +16,33 @@ fuzz_target!(|data: &[u8]| {
     let lenient = parse(data);
     if let Ok(s) = &strict {
         // Strict acceptance implies lenient acceptance of the same samples.
-        let l = parse_with(data, ParseOptions { format: Some(Format::OpenMetrics), strict: false })
-            .expect("lenient parse accepts what strict accepts");
+        let l = parse_with(
+            data,
+            ParseOptions {
+                format: Some(Format::OpenMetrics),
+                strict: false,
+            },
+        )
+        .expect("lenient parse accepts what strict accepts");
         assert_eq!(s.sample_count(), l.sample_count());
     }
     if let Ok(exp) = lenient {
         // OpenMetrics can express everything the model holds (exemplars included).
-        let text = write(&exp, WriteOptions { format: Format::OpenMetrics, float_style: FloatStyle::Go });
-        let again = parse_with(text.as_bytes(), ParseOptions { format: Some(Format::OpenMetrics), strict: false })
-            .unwrap_or_else(|e| panic!("written text does not parse: {e}\n{text}"));
+        let text = write(
+            &exp,
+            WriteOptions {
+                format: Format::OpenMetrics,
+                float_style: FloatStyle::Go,
+            },
+        );
+        let again = parse_with(
+            text.as_bytes(),
+            ParseOptions {
+                format: Some(Format::OpenMetrics),
+                strict: false,
+            },
+        )
+        .unwrap_or_else(|e| panic!("written text does not parse: {e}\n{text}"));
         assert!(again == exp, "round trip changed the exposition:\n{text}");
         // Reading signals (histogram extraction, quantiles, merging) must not panic either.
         let snap = inferscale_catalog::Snapshot::read(&exp, "fuzz");
