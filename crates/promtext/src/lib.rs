@@ -18,7 +18,7 @@
 //!
 //! let scrape = br#"# TYPE vllm:num_requests_waiting gauge
 //! vllm:num_requests_waiting{engine="0",model_name="m"} 7.0
-//! # TYPE vllm:e2e_request_latency_seconds histogram
+//! ## TYPE vllm:e2e_request_latency_seconds histogram
 //! vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 40.0
 //! vllm:e2e_request_latency_seconds_bucket{engine="0",le="2.5",model_name="m"} 100.0
 //! vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 100.0
@@ -29,7 +29,7 @@
 //! let queue = exp.samples_named("vllm:num_requests_waiting").map(|s| s.value()).sum::<f64>();
 //! assert_eq!(queue, 7.0);
 //! let e2e = &histograms(&exp, "vllm:e2e_request_latency_seconds")[0].histogram;
-//! assert_eq!(e2e.quantile(0.95), 2.425);
+//! assert_eq!(e2e.quantile(0.95), 2.375);
 //! # Ok::<(), inferscale_promtext::ParseError>(())
 //! ```
 
