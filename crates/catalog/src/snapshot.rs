@@ -61,6 +61,11 @@ fn series_key(source: &str, s: &Sample<'_, '_>, skip: &[&str]) -> String {
         .map(|l| (&*l.name, &*l.value))
         .collect();
     labels.sort_unstable();
+    key_of(source, labels)
+}
+
+/// `source|name=value,…` with the labels in the order given (sorted by the callers).
+fn key_of<'l>(source: &str, labels: impl IntoIterator<Item = (&'l str, &'l str)>) -> String {
     let mut key = String::with_capacity(source.len() + 32);
     key.push_str(source);
     key.push('|');
@@ -117,14 +122,10 @@ fn read_name(exp: &Exposition<'_>, source: &str, name: &'static MetricName) -> O
             let map = found
                 .into_iter()
                 .map(|h| {
-                    let mut key = String::from(source);
-                    key.push('|');
-                    for (n, v) in &h.labels {
-                        key.push_str(n);
-                        key.push('=');
-                        key.push_str(v);
-                        key.push(',');
-                    }
+                    let key = key_of(
+                        source,
+                        h.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+                    );
                     (key, h.histogram)
                 })
                 .collect();
