@@ -1,0 +1,739 @@
+//! One engine replica in virtual time: vLLM V1's scheduler over a paged KV cache, with step
+//! durations from the [cost model](crate::cost).
+//!
+//! The engine is a state machine driven from outside: [`Engine::submit`] adds a request at a
+//! given time, [`Engine::advance`] runs every step that ends before a given time and reports
+//! what happened as [`Event`]s. It never reads a clock, so the simulator can drive it in real
+//! (or accelerated) time and the rehearsal in pure virtual time, with the same results.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cost::{CostModel, Overheads, StepShape};
+use crate::hardware::GpuSpec;
+use crate::kv::{BlockPool, MemoryError, MemoryPlan, plan_memory};
+use crate::model::{ModelSpec, WeightDtype};
+use crate::rng::Rng;
+use crate::stats::{FinishReason, Stats};
+
+/// How long outputs run when end-of-sequence is allowed (`ignore_eos` false).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutputLength {
+    /// Never stop early: every request runs to `max_tokens`.
+    MaxTokens,
+    /// The natural length is log-normal with this median (tokens) and log standard deviation.
+    LogNormal {
+        /// Median natural length, tokens.
+        median: f64,
+        /// Standard deviation of the log.
+        sigma: f64,
+    },
+}
+
+/// What the first requests after start-up pay (the seeds' "warm-up").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Warmup {
+    /// One-time cost of the first forward pass of each kind (prefill, decode): lazy CUDA and
+    /// cuBLAS initialisation, Triton JIT, kernel autotuning. Seconds.
+    pub first_pass_s: f64,
+    /// SM/memory clocks of an idle GPU as a fraction of boost.
+    pub idle_clock_fraction: f64,
+    /// Time constant of the ramp to boost clocks while busy, seconds.
+    pub clock_ramp_s: f64,
+    /// Time constant of the fall back to idle clocks, seconds.
+    pub clock_decay_s: f64,
+}
+
+impl Default for Warmup {
+    fn default() -> Self {
+        Warmup {
+            first_pass_s: 0.6,
+            idle_clock_fraction: 0.5,
+            clock_ramp_s: 0.3,
+            clock_decay_s: 5.0,
+        }
+    }
+}
+
+/// Start-up time before the server reports ready.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// Process start and imports, seconds.
+    pub process_s: f64,
+    /// Weight loading bandwidth per rank, GB/s (the EKS run's streamer: 9.81 GiB in 5.02 s).
+    pub load_gbps: f64,
+    /// Memory profiling and KV-cache allocation, seconds.
+    pub profile_s: f64,
+    /// `torch.compile` with a cold cache, seconds (not with `enforce_eager`).
+    pub compile_s: f64,
+    /// CUDA-graph capture per captured batch size, seconds (not with `enforce_eager`).
+    pub capture_per_size_s: f64,
+}
+
+impl Default for ColdStart {
+    fn default() -> Self {
+        ColdStart {
+            process_s: 12.0,
+            load_gbps: 2.1,
+            profile_s: 3.0,
+            compile_s: 35.0,
+            capture_per_size_s: 0.15,
+        }
+    }
+}
+
+/// Everything that defines an engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// The GPU of every rank.
+    pub gpu: GpuSpec,
+    /// The model.
+    pub model: ModelSpec,
+    /// How the weights are stored.
+    pub dtype: WeightDtype,
+    /// Bytes per KV element (2 for `auto` with 16-bit weights, 1 for `fp8`).
+    pub kv_dtype_bytes: f64,
+    /// `--tensor-parallel-size`.
+    pub tensor_parallel_size: u32,
+    /// `--max-num-seqs`.
+    pub max_num_seqs: u32,
+    /// `--max-num-batched-tokens`.
+    pub max_num_batched_tokens: u32,
+    /// `--max-model-len`.
+    pub max_model_len: u32,
+    /// `--gpu-memory-utilization`.
+    pub gpu_memory_utilization: f64,
+    /// `--enforce-eager`.
+    pub enforce_eager: bool,
+    /// Chunked prefill (on by default in V1).
+    pub chunked_prefill: bool,
+    /// Steps take no time (the `instant` profile).
+    pub instant: bool,
+    /// Output length when end-of-sequence is allowed.
+    pub output_length: OutputLength,
+    /// Warm-up behaviour.
+    pub warmup: Warmup,
+    /// Start-up time.
+    pub cold_start: ColdStart,
+    /// CPU-side constants of the cost model.
+    pub overheads: Overheads,
+    /// Fault injection: from simulated time `.1` on, steps take `.0` times longer.
+    pub slowdown: Option<(f64, f64)>,
+    /// Seed for everything random.
+    pub seed: u64,
+}
+
+impl EngineConfig {
+    /// A configuration with vLLM's defaults for `gpu` and `model` (batch limits by GPU size,
+    /// `gpu_memory_utilization` 0.9, context the smaller of the model's and 8192... as vLLM
+    /// would pick the model's own; here it is capped at 32768 to keep default caches sane).
+    pub fn new(gpu: GpuSpec, model: ModelSpec) -> Self {
+        let large = gpu.large_batch_defaults();
+        let dtype = model.native_dtype;
+        EngineConfig {
+            max_model_len: model.max_context.min(32768),
+            gpu,
+            model,
+            dtype,
+            kv_dtype_bytes: 2.0,
+            tensor_parallel_size: 1,
+            max_num_seqs: if large { 1024 } else { 256 },
+            max_num_batched_tokens: if large { 8192 } else { 2048 },
+            gpu_memory_utilization: 0.9,
+            enforce_eager: false,
+            chunked_prefill: true,
+            instant: false,
+            output_length: OutputLength::MaxTokens,
+            warmup: Warmup::default(),
+            cold_start: ColdStart::default(),
+            overheads: Overheads::default(),
+            slowdown: None,
+            seed: 0,
+        }
+    }
+
+    fn cost_model(&self) -> CostModel {
+        let mut c = CostModel::new(
+            self.gpu.clone(),
+            self.model.clone(),
+            self.dtype,
+            self.kv_dtype_bytes,
+            self.tensor_parallel_size,
+            self.enforce_eager,
+            self.max_num_seqs,
+            self.max_num_batched_tokens,
+        );
+        c.overheads = self.overheads.clone();
+        if self.instant { c.instant() } else { c }
+    }
+
+    /// How the memory of one rank is laid out (the KV-cache size), or why it cannot be.
+    pub fn memory_plan(&self) -> Result<MemoryPlan, MemoryError> {
+        if self.instant {
+            // No GPU to fill: a cache large enough never to be the limit.
+            return Ok(MemoryPlan {
+                requested: 0.0,
+                weights: 0.0,
+                activations: 0.0,
+                other: 0.0,
+                kv_cache: 0.0,
+                block_bytes: 0.0,
+                num_blocks: u32::MAX / 2,
+            });
+        }
+        plan_memory(
+            &self.gpu,
+            &self.model,
+            self.dtype,
+            self.model
+                .kv_bytes_per_token(self.tensor_parallel_size, self.kv_dtype_bytes),
+            self.tensor_parallel_size,
+            self.gpu_memory_utilization,
+            self.max_num_seqs,
+            self.max_num_batched_tokens,
+            self.max_model_len,
+            self.enforce_eager,
+        )
+    }
+
+    /// Seconds from process start until the server is ready.
+    pub fn load_time_s(&self) -> f64 {
+        if self.instant {
+            return 0.0;
+        }
+        let c = &self.cold_start;
+        let per_rank =
+            self.model.loaded_bytes(self.dtype) / f64::from(self.tensor_parallel_size.max(1));
+        let mut t = c.process_s + per_rank / (c.load_gbps * 1e9) + c.profile_s;
+        if !self.enforce_eager {
+            t += c.compile_s
+                + c.capture_per_size_s * capture_sizes(self.cost_model().max_capture_size()) as f64;
+        }
+        t
+    }
+}
+
+/// vLLM's CUDA-graph capture sizes: 1, 2, 4, then multiples of 8 below 256, then of 16.
+pub fn capture_sizes(max: u32) -> usize {
+    let mut n = [1u32, 2, 4].iter().filter(|s| **s <= max).count();
+    n += (8..256).step_by(8).filter(|s| *s <= max).count();
+    n += (256..=max).step_by(16).count();
+    n
+}
+
+/// A request as the engine receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// Prompt length, tokens.
+    pub prompt_tokens: u32,
+    /// `max_tokens`.
+    pub max_tokens: u32,
+    /// vLLM's `ignore_eos`: generate exactly `max_tokens`.
+    pub ignore_eos: bool,
+}
+
+/// What happened to a request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EventKind {
+    /// A new output token (its 1-based number is `Event::output_tokens`).
+    Token,
+    /// The request ended (after its last token, if any).
+    Finished(FinishReason),
+}
+
+/// One thing that happened, at simulated time `t`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Event {
+    /// The request (as returned by [`Engine::submit`]).
+    pub id: u64,
+    /// When, in simulated seconds.
+    pub t: f64,
+    /// What.
+    pub kind: EventKind,
+    /// Output tokens so far.
+    pub output_tokens: u32,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Req {
+    id: u64,
+    prompt: u32,
+    max_tokens: u32,
+    stop_at: u32,
+    arrival: f64,
+    ready: f64,
+    output: u32,
+    computed: u64,
+    blocks: u32,
+    first_scheduled: Option<f64>,
+    first_token: Option<f64>,
+    last_token: f64,
+    preemptions: u32,
+    aborted: bool,
+}
+
+impl Req {
+    fn total(&self) -> u64 {
+        u64::from(self.prompt) + u64::from(self.output)
+    }
+}
+
+/// One step being executed: what each running request computes in it.
+#[derive(Debug, Clone)]
+struct InFlight {
+    end: f64,
+    /// `(request id, new tokens)` in running order.
+    scheduled: Vec<(u64, u32)>,
+}
+
+/// The engine. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    cfg: EngineConfig,
+    cost: CostModel,
+    plan: MemoryPlan,
+    pool: BlockPool,
+    waiting: VecDeque<Req>,
+    running: Vec<Req>,
+    in_flight: Option<InFlight>,
+    now: f64,
+    next_id: u64,
+    rng: Rng,
+    stats: Stats,
+    clock: f64,
+    seen_prefill: bool,
+    seen_decode: bool,
+}
+
+impl Engine {
+    /// Starts an engine (its clock at 0), or says why the configuration cannot run.
+    pub fn new(cfg: EngineConfig) -> Result<Engine, MemoryError> {
+        let plan = cfg.memory_plan()?;
+        let stats = Stats::new(cfg.max_model_len, plan.num_blocks);
+        Ok(Engine {
+            cost: cfg.cost_model(),
+            pool: BlockPool::new(plan.num_blocks),
+            plan,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            in_flight: None,
+            now: 0.0,
+            next_id: 0,
+            rng: Rng::new(cfg.seed),
+            stats,
+            clock: cfg.warmup.idle_clock_fraction.clamp(0.05, 1.0),
+            seen_prefill: false,
+            seen_decode: false,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The memory layout (KV blocks).
+    pub fn memory(&self) -> &MemoryPlan {
+        &self.plan
+    }
+
+    /// The cost model.
+    pub fn cost_model(&self) -> &CostModel {
+        &self.cost
+    }
+
+    /// Everything counted so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The engine's clock: the end of the last step processed, or the last submission.
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// GPU clocks as a fraction of boost (for telemetry).
+    pub fn clock_fraction(&self) -> f64 {
+        self.clock
+    }
+
+    /// Whether nothing is queued, running or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty() && self.in_flight.is_none()
+    }
+
+    /// Adds a request arriving at `now` and returns its id. The caller has checked it against
+    /// `max_model_len`.
+    pub fn submit(&mut self, spec: RequestSpec, now: f64) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let natural = match (spec.ignore_eos, self.cfg.output_length) {
+            (true, _) | (false, OutputLength::MaxTokens) => u32::MAX,
+            (false, OutputLength::LogNormal { median, sigma }) => {
+                let z = self.rng.normal();
+                (median.ln() + sigma * z)
+                    .exp()
+                    .round()
+                    .clamp(1.0, f64::from(u32::MAX)) as u32
+            }
+        };
+        let max_tokens = spec.max_tokens.max(1);
+        let frontend = if self.cost.is_instant() {
+            0.0
+        } else {
+            self.cfg.overheads.frontend_s
+        };
+        self.advance_idle_clock(now);
+        self.now = self.now.max(now);
+        self.waiting.push_back(Req {
+            id,
+            prompt: spec.prompt_tokens.max(1),
+            max_tokens,
+            stop_at: max_tokens.min(natural),
+            arrival: now,
+            ready: now + frontend,
+            output: 0,
+            computed: 0,
+            blocks: 0,
+            first_scheduled: None,
+            first_token: None,
+            last_token: now,
+            preemptions: 0,
+            aborted: false,
+        });
+        self.stats.waiting = self.waiting.len() as u32;
+        id
+    }
+
+    /// Cancels a request (its client went away); `abort` is counted when the engine lets go of
+    /// it. Returns false when the request is unknown or already finished.
+    pub fn abort(&mut self, id: u64, now: f64, events: &mut Vec<Event>) -> bool {
+        if let Some(pos) = self.waiting.iter().position(|r| r.id == id) {
+            if let Some(mut r) = self.waiting.remove(pos) {
+                self.pool.release(&mut r.blocks);
+                self.finish(r, FinishReason::Abort, now.max(self.now), events);
+            }
+            self.stats.waiting = self.waiting.len() as u32;
+            return true;
+        }
+        if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
+            r.aborted = true;
+            if self.in_flight.is_none() {
+                self.reap_aborted(now.max(self.now), events);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// When something next happens without new input: the end of the step in flight, or the
+    /// moment a queued request becomes schedulable. `None` when idle.
+    pub fn next_event_time(&self) -> Option<f64> {
+        if let Some(f) = &self.in_flight {
+            return Some(f.end);
+        }
+        if !self.running.is_empty() {
+            return Some(self.now);
+        }
+        self.waiting.front().map(|r| r.ready.max(self.now))
+    }
+
+    /// Runs every step that ends at or before `until`, appending what happened to `events`.
+    pub fn advance(&mut self, until: f64, events: &mut Vec<Event>) {
+        loop {
+            if let Some(f) = &self.in_flight {
+                if f.end > until {
+                    break;
+                }
+                let f = self.in_flight.take().expect("checked above");
+                self.complete(f, events);
+                continue;
+            }
+            let Some(start) = self.next_event_time() else {
+                break;
+            };
+            if start > until {
+                break;
+            }
+            self.advance_idle_clock(start);
+            self.now = self.now.max(start);
+            if !self.start_step() {
+                // Nothing schedulable now (requests not yet through the frontend): wait.
+                match self.waiting.front() {
+                    Some(r) if r.ready > self.now => {
+                        if r.ready > until {
+                            break;
+                        }
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        self.stats.now = self.now;
+    }
+
+    fn advance_idle_clock(&mut self, t: f64) {
+        if self.in_flight.is_none() && t > self.now {
+            let w = &self.cfg.warmup;
+            let idle = (t - self.now).max(0.0);
+            let floor = w.idle_clock_fraction;
+            self.clock = floor + (self.clock - floor) * (-idle / w.clock_decay_s.max(1e-9)).exp();
+        }
+    }
+
+    /// vLLM V1's `schedule()`: running requests first (decode tokens, then the rest of a
+    /// partial prefill), preempting the most recently added request by recompute when the
+    /// KV cache is full; then waiting requests while sequences, budget and blocks allow.
+    /// Returns whether a step started.
+    fn start_step(&mut self) -> bool {
+        self.reap_aborted(self.now, &mut Vec::new());
+        let mut budget = self.cfg.max_num_batched_tokens;
+        let mut scheduled: Vec<(u64, u32)> = Vec::with_capacity(self.running.len() + 4);
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let want = self.running[i].total() - self.running[i].computed;
+            let n = want.min(u64::from(budget)) as u32;
+            if n == 0 {
+                i += 1;
+                continue;
+            }
+            let mut ok = false;
+            loop {
+                let r = &mut self.running[i];
+                if self.pool.grow(&mut r.blocks, r.computed + u64::from(n)) {
+                    ok = true;
+                    break;
+                }
+                // Preempt the lowest-priority request: the one added last.
+                let Some(mut victim) = self.running.pop() else {
+                    break;
+                };
+                let was_self = self.running.len() == i;
+                self.pool.release(&mut victim.blocks);
+                victim.computed = 0;
+                victim.preemptions += 1;
+                self.stats.preemptions += 1;
+                preempted = true;
+                self.waiting.push_front(victim);
+                if was_self {
+                    break;
+                }
+            }
+            if !ok {
+                break;
+            }
+            scheduled.push((self.running[i].id, n));
+            budget -= n;
+            i += 1;
+        }
+        if !preempted {
+            while budget > 0 && (self.running.len() as u32) < self.cfg.max_num_seqs {
+                let Some(r) = self.waiting.front_mut() else {
+                    break;
+                };
+                if r.ready > self.now {
+                    break;
+                }
+                let want = r.total() - r.computed;
+                let n = if want > u64::from(budget) {
+                    if !self.cfg.chunked_prefill {
+                        break;
+                    }
+                    budget
+                } else {
+                    want as u32
+                };
+                if !self.pool.grow(&mut r.blocks, r.computed + u64::from(n)) {
+                    break;
+                }
+                let Some(mut r) = self.waiting.pop_front() else {
+                    break;
+                };
+                if r.first_scheduled.is_none() {
+                    r.first_scheduled = Some(self.now);
+                    self.stats.queue_time.observe(self.now - r.arrival);
+                }
+                scheduled.push((r.id, n));
+                budget -= n;
+                self.running.push(r);
+            }
+        }
+        self.stats.running = self.running.len() as u32;
+        self.stats.waiting = self.waiting.len() as u32;
+        self.stats.kv_usage = self.pool.usage();
+        if scheduled.is_empty() {
+            return false;
+        }
+        let shape = self.shape(&scheduled);
+        let mut cost = self.cost.step(&shape, 1.0 / self.clock);
+        let mut duration = cost.total_s;
+        if !self.cost.is_instant() {
+            if shape.prefill_seqs > 0 && !self.seen_prefill {
+                self.seen_prefill = true;
+                duration += self.cfg.warmup.first_pass_s;
+            }
+            if shape.decode_seqs > 0 && !self.seen_decode {
+                self.seen_decode = true;
+                duration += self.cfg.warmup.first_pass_s;
+            }
+        }
+        if let Some((factor, at)) = self.cfg.slowdown
+            && self.now >= at
+        {
+            duration *= factor.max(0.0);
+            cost.gpu_s *= factor.max(0.0);
+        }
+        let s = &mut self.stats;
+        s.steps += 1;
+        s.busy_s += duration;
+        s.gpu_busy_s += cost.gpu_s.min(duration);
+        s.gpu_memory_bound_s += cost.gpu_s.min(duration) * cost.memory_bound;
+        s.bytes += cost.bytes;
+        s.flops += cost.flops;
+        s.iteration_tokens.observe(f64::from(shape.tokens()));
+        let w = self.cfg.warmup;
+        self.clock = 1.0 - (1.0 - self.clock) * (-duration / w.clock_ramp_s.max(1e-9)).exp();
+        self.in_flight = Some(InFlight {
+            end: self.now + duration,
+            scheduled,
+        });
+        true
+    }
+
+    fn shape(&self, scheduled: &[(u64, u32)]) -> StepShape {
+        let mut s = StepShape::default();
+        let mut j = 0;
+        for &(id, n) in scheduled {
+            // `scheduled` follows `running` order, so a forward scan finds each request.
+            while self.running[j].id != id {
+                j += 1;
+            }
+            let r = &self.running[j];
+            let is_decode = n == 1 && r.output > 0 && r.computed + 1 == r.total();
+            if is_decode {
+                s.decode_seqs += 1;
+                s.decode_context_tokens += r.computed + 1;
+            } else {
+                let nf = f64::from(n);
+                s.prefill_seqs += 1;
+                s.prefill_tokens += n;
+                s.prefill_context_tokens += r.computed;
+                s.prefill_attention_pairs += nf * r.computed as f64 + nf * (nf + 1.0) / 2.0;
+            }
+            if r.computed + u64::from(n) == r.total() {
+                s.sampled += 1;
+            }
+        }
+        s
+    }
+
+    fn complete(&mut self, f: InFlight, events: &mut Vec<Event>) {
+        self.now = f.end;
+        let t = f.end;
+        let mut finished: Vec<(u64, FinishReason)> = Vec::new();
+        let mut j = 0;
+        for (id, n) in f.scheduled {
+            // Scheduled requests are still in `running`, in order (preemption happens only at
+            // the start of a step); skip the ones that were not scheduled.
+            while j < self.running.len() && self.running[j].id != id {
+                j += 1;
+            }
+            let Some(r) = self.running.get_mut(j) else {
+                break;
+            };
+            r.computed += u64::from(n);
+            if r.computed < r.total() || r.aborted {
+                continue;
+            }
+            r.output += 1;
+            self.stats.generation_tokens += 1;
+            match r.first_token {
+                None => {
+                    r.first_token = Some(t);
+                    self.stats.prompt_tokens += u64::from(r.prompt);
+                    self.stats.prefix_cache_queries += u64::from(r.prompt);
+                    self.stats.ttft.observe(t - r.arrival);
+                    if let Some(s) = r.first_scheduled {
+                        self.stats.prefill_time.observe(t - s);
+                    }
+                }
+                Some(_) => self.stats.itl.observe(t - r.last_token),
+            }
+            r.last_token = t;
+            events.push(Event {
+                id: r.id,
+                t,
+                kind: EventKind::Token,
+                output_tokens: r.output,
+                prompt_tokens: r.prompt,
+            });
+            if r.output >= r.stop_at {
+                let reason = if r.output >= r.max_tokens {
+                    FinishReason::Length
+                } else {
+                    FinishReason::Stop
+                };
+                finished.push((r.id, reason));
+            }
+        }
+        for (id, reason) in finished {
+            if let Some(pos) = self.running.iter().position(|r| r.id == id) {
+                let mut r = self.running.remove(pos);
+                self.pool.release(&mut r.blocks);
+                self.record_finished(&r, t);
+                self.finish(r, reason, t, events);
+            }
+        }
+        self.reap_aborted(t, events);
+        self.stats.running = self.running.len() as u32;
+        self.stats.waiting = self.waiting.len() as u32;
+        self.stats.kv_usage = self.pool.usage();
+        self.stats.now = t;
+    }
+
+    fn reap_aborted(&mut self, t: f64, events: &mut Vec<Event>) {
+        while let Some(pos) = self.running.iter().position(|r| r.aborted) {
+            let mut r = self.running.remove(pos);
+            self.pool.release(&mut r.blocks);
+            self.finish(r, FinishReason::Abort, t, events);
+        }
+    }
+
+    fn record_finished(&mut self, r: &Req, t: f64) {
+        let s = &mut self.stats;
+        s.e2e.observe(t - r.arrival);
+        if let Some(start) = r.first_scheduled {
+            s.inference_time.observe(t - start);
+        }
+        if let Some(first) = r.first_token {
+            s.decode_time.observe(t - first);
+            if r.output > 1 {
+                s.tpot.observe((t - first) / f64::from(r.output - 1));
+            }
+        }
+        s.request_prompt_tokens.observe(f64::from(r.prompt));
+        s.request_generation_tokens.observe(f64::from(r.output));
+        s.request_max_tokens.observe(f64::from(r.max_tokens));
+        s.request_params_n.observe(1.0);
+        s.num_preemptions.observe(f64::from(r.preemptions));
+        s.prefill_kv_computed.observe(f64::from(r.prompt));
+    }
+
+    fn finish(&mut self, r: Req, reason: FinishReason, t: f64, events: &mut Vec<Event>) {
+        self.stats.success[reason.index()] += 1;
+        events.push(Event {
+            id: r.id,
+            t,
+            kind: EventKind::Finished(reason),
+            output_tokens: r.output,
+            prompt_tokens: r.prompt,
+        });
+    }
+}

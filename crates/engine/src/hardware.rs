@@ -1,0 +1,230 @@
+//! GPU specifications: the datasheet numbers the cost model runs on, plus the few measured
+//! efficiencies that turn peak figures into achievable ones.
+//!
+//! Sources: NVIDIA datasheets as collected in the project's reference `perf/gpus.csv` (dense
+//! tensor throughput is half the sparse figure NVIDIA quotes), memory sizes as `nvidia-smi`
+//! reports them, and clocks/idle power from the cards' published specifications. Values marked
+//! "approximate" in the table are recalled rather than read from a datasheet; they only affect
+//! the simulated DCGM readings (clocks, idle power), never timing.
+
+use serde::{Deserialize, Serialize};
+
+/// One GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Short name used on the command line (`L40S`, `H100`, …).
+    pub name: String,
+    /// What the DCGM exporter reports as `modelName`.
+    pub product_name: String,
+    /// Device memory as the driver reports it, MiB.
+    pub memory_mib: f64,
+    /// Peak memory bandwidth, GB/s.
+    pub mem_bandwidth_gbps: f64,
+    /// Dense BF16 tensor throughput, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 tensor throughput, TFLOP/s (`None`: no FP8 tensor cores; FP8 weights then run
+    /// as weight-only kernels at the BF16 rate).
+    pub fp8_tflops: Option<f64>,
+    /// Fraction of peak bandwidth a large streaming read achieves. Decode measured on vLLM
+    /// lands at 55–77 % of the weight-read roofline (reference `perf/README.md` §0); GDDR
+    /// parts sit at the low end.
+    pub mem_efficiency: f64,
+    /// Fraction of peak tensor throughput prefill achieves (measured prefill MFU on vLLM is
+    /// 0.35–0.45, reference `perf/README.md` §0; BLIS calibrates H100 at 0.45).
+    pub compute_efficiency: f64,
+    /// All-reduce bus bandwidth between GPUs of one node, GB/s (NVLink or PCIe, achieved).
+    pub interconnect_gbps: f64,
+    /// Latency of one small all-reduce, microseconds.
+    pub allreduce_latency_us: f64,
+    /// Board power limit, W.
+    pub tdp_w: f64,
+    /// Power at idle, W (approximate).
+    pub idle_w: f64,
+    /// Maximum SM clock, MHz.
+    pub sm_clock_mhz: f64,
+    /// SM clock at idle, MHz (approximate).
+    pub sm_clock_idle_mhz: f64,
+    /// Memory clock, MHz.
+    pub mem_clock_mhz: f64,
+}
+
+impl GpuSpec {
+    /// Device memory in bytes.
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_mib * 1024.0 * 1024.0
+    }
+
+    /// Whether the vLLM batch defaults of large GPUs apply (≥ 70 GiB and not an A100:
+    /// `max_num_seqs` 1024, `max_num_batched_tokens` 8192; otherwise 256 and 2048).
+    pub fn large_batch_defaults(&self) -> bool {
+        self.memory_mib >= 70.0 * 1024.0 && !self.name.to_ascii_uppercase().contains("A100")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gpu(
+    name: &str,
+    product: &str,
+    memory_mib: f64,
+    bw: f64,
+    bf16: f64,
+    fp8: Option<f64>,
+    mem_eff: f64,
+    interconnect: (f64, f64),
+    power: (f64, f64),
+    clocks: (f64, f64, f64),
+) -> GpuSpec {
+    GpuSpec {
+        name: name.to_owned(),
+        product_name: product.to_owned(),
+        memory_mib,
+        mem_bandwidth_gbps: bw,
+        bf16_tflops: bf16,
+        fp8_tflops: fp8,
+        mem_efficiency: mem_eff,
+        compute_efficiency: 0.45,
+        interconnect_gbps: interconnect.0,
+        allreduce_latency_us: interconnect.1,
+        tdp_w: power.0,
+        idle_w: power.1,
+        sm_clock_mhz: clocks.0,
+        sm_clock_idle_mhz: clocks.1,
+        mem_clock_mhz: clocks.2,
+    }
+}
+
+/// PCIe Gen4 x16 all-reduce: ~22 GB/s bus bandwidth, ~25 µs per small all-reduce.
+const PCIE4: (f64, f64) = (22.0, 25.0);
+/// PCIe Gen5 x16.
+const PCIE5: (f64, f64) = (45.0, 20.0);
+
+/// The built-in GPUs.
+pub fn builtin_gpus() -> Vec<GpuSpec> {
+    vec![
+        gpu(
+            "A10G",
+            "NVIDIA A10G",
+            23028.0,
+            600.0,
+            70.0,
+            None,
+            0.70,
+            PCIE4,
+            (300.0, 18.0),
+            (1710.0, 210.0, 6251.0),
+        ),
+        gpu(
+            "L4",
+            "NVIDIA L4",
+            23034.0,
+            300.0,
+            121.0,
+            Some(242.5),
+            0.70,
+            PCIE4,
+            (72.0, 16.0),
+            (2040.0, 210.0, 6251.0),
+        ),
+        gpu(
+            "L40S",
+            "NVIDIA L40S",
+            46068.0,
+            864.0,
+            362.0,
+            Some(733.0),
+            0.70,
+            PCIE4,
+            (350.0, 35.0),
+            (2520.0, 210.0, 9001.0),
+        ),
+        gpu(
+            "A100-40GB",
+            "NVIDIA A100-SXM4-40GB",
+            40960.0,
+            1555.0,
+            312.0,
+            None,
+            0.78,
+            (230.0, 10.0),
+            (400.0, 55.0),
+            (1410.0, 210.0, 1215.0),
+        ),
+        gpu(
+            "A100-80GB",
+            "NVIDIA A100-SXM4-80GB",
+            81920.0,
+            2039.0,
+            312.0,
+            None,
+            0.78,
+            (230.0, 10.0),
+            (400.0, 60.0),
+            (1410.0, 210.0, 1593.0),
+        ),
+        gpu(
+            "H100",
+            "NVIDIA H100 80GB HBM3",
+            81559.0,
+            3350.0,
+            989.0,
+            Some(1979.0),
+            0.80,
+            (370.0, 8.0),
+            (700.0, 70.0),
+            (1980.0, 345.0, 2619.0),
+        ),
+        gpu(
+            "H100-PCIe",
+            "NVIDIA H100 PCIe",
+            81559.0,
+            2000.0,
+            756.0,
+            Some(1513.0),
+            0.80,
+            PCIE5,
+            (350.0, 50.0),
+            (1755.0, 345.0, 1593.0),
+        ),
+        gpu(
+            "H200",
+            "NVIDIA H200",
+            143771.0,
+            4800.0,
+            989.0,
+            Some(1979.0),
+            0.80,
+            (370.0, 8.0),
+            (700.0, 75.0),
+            (1980.0, 345.0, 3201.0),
+        ),
+        gpu(
+            "B200",
+            "NVIDIA B200",
+            183359.0,
+            7700.0,
+            2250.0,
+            Some(4500.0),
+            0.80,
+            (740.0, 8.0),
+            (1000.0, 140.0),
+            (1965.0, 345.0, 3996.0),
+        ),
+    ]
+}
+
+/// Finds a built-in GPU by name, ignoring case and accepting common aliases (`h100-sxm`,
+/// `a100`, `a100-80`).
+pub fn find_gpu(name: &str) -> Option<GpuSpec> {
+    let n = name.to_ascii_uppercase().replace('_', "-");
+    let alias = match n.as_str() {
+        "H100-SXM" | "H100-SXM5" | "H100-80GB" => "H100",
+        "H200-SXM" => "H200",
+        "A100" | "A100-80" | "A100-SXM-80GB" | "A100-80GB-SXM" => "A100-80GB",
+        "A100-40" | "A100-40GB-SXM" => "A100-40GB",
+        "B200-HGX" => "B200",
+        other => other,
+    };
+    builtin_gpus()
+        .into_iter()
+        .find(|g| g.name.eq_ignore_ascii_case(alias))
+}

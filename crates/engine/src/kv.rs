@@ -1,0 +1,291 @@
+//! The paged KV cache: how many blocks fit (vLLM's memory profiling rule) and who holds them.
+
+use crate::hardware::GpuSpec;
+use crate::model::{ModelSpec, WeightDtype};
+
+/// Tokens per KV block (vLLM's default).
+pub const BLOCK_SIZE: u32 = 16;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// How the GPU memory of one rank is spent, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryPlan {
+    /// `total × gpu_memory_utilization`.
+    pub requested: f64,
+    /// The weights on this rank.
+    pub weights: f64,
+    /// Peak activations of the profiling forward pass (`max_num_batched_tokens` tokens) and
+    /// the sampler run over `max_num_seqs` requests.
+    pub activations: f64,
+    /// CUDA context growth, communication buffers, and captured graphs.
+    pub other: f64,
+    /// What is left for the KV cache.
+    pub kv_cache: f64,
+    /// KV bytes of one block on this rank.
+    pub block_bytes: f64,
+    /// Blocks in the pool.
+    pub num_blocks: u32,
+}
+
+impl MemoryPlan {
+    /// Tokens the KV cache holds.
+    pub fn kv_tokens(&self) -> u64 {
+        u64::from(self.num_blocks) * u64::from(BLOCK_SIZE)
+    }
+}
+
+/// Why a configuration cannot start.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryError {
+    /// The weights and activations do not leave room for any KV cache.
+    NoRoom {
+        /// The plan that came out negative.
+        plan: MemoryPlan,
+    },
+    /// One request of `max_model_len` tokens would not fit in the whole cache.
+    ContextTooLong {
+        /// `max_model_len`.
+        max_model_len: u32,
+        /// Tokens the cache holds.
+        kv_tokens: u64,
+    },
+}
+
+impl std::fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryError::NoRoom { plan } => write!(
+                f,
+                "no memory left for the KV cache: {:.2} GiB requested (gpu_memory_utilization × memory), \
+                 weights {:.2} GiB + activations {:.2} GiB + other {:.2} GiB per GPU; \
+                 raise --gpu-memory-utilization or --tensor-parallel-size, or lower --max-num-batched-tokens",
+                plan.requested / GIB,
+                plan.weights / GIB,
+                plan.activations / GIB,
+                plan.other / GIB
+            ),
+            MemoryError::ContextTooLong {
+                max_model_len,
+                kv_tokens,
+            } => write!(
+                f,
+                "the model's max seq len ({max_model_len}) is larger than the maximum number of tokens \
+                 that can be stored in KV cache ({kv_tokens}); lower --max-model-len"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {}
+
+/// Plans one rank's memory as vLLM's worker does at start-up
+/// (`requested − weights − peak activations − non-torch − graphs`, divided into blocks).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_memory(
+    gpu: &GpuSpec,
+    model: &ModelSpec,
+    dtype: WeightDtype,
+    kv_bytes_per_token: f64,
+    tp: u32,
+    gpu_memory_utilization: f64,
+    max_num_seqs: u32,
+    max_num_batched_tokens: u32,
+    max_model_len: u32,
+    enforce_eager: bool,
+) -> Result<MemoryPlan, MemoryError> {
+    let tp_f = f64::from(tp.max(1));
+    let requested = gpu.memory_bytes() * gpu_memory_utilization;
+    let weights = model.loaded_bytes(dtype) / tp_f;
+    let t = f64::from(max_num_batched_tokens);
+    // The widest point of a layer: the residual stream plus the gate/up projection (2 × FFN).
+    let per_token =
+        (4.0 * f64::from(model.hidden) + 2.0 * f64::from(model.intermediate) / tp_f) * 2.0;
+    // The sampler's dummy run: fp32 logits and probabilities for max_num_seqs requests.
+    let sampler =
+        f64::from(max_num_seqs.min(max_num_batched_tokens)) * f64::from(model.vocab) * 4.0 * 2.0;
+    let activations = t * per_token + sampler;
+    let other = 0.4 * GIB
+        + if tp > 1 { 0.3 * GIB } else { 0.0 }
+        + if enforce_eager { 0.0 } else { 0.5 * GIB };
+    let block_bytes = kv_bytes_per_token * f64::from(BLOCK_SIZE);
+    let kv_cache = requested - weights - activations - other;
+    let num_blocks = if kv_cache > 0.0 {
+        (kv_cache / block_bytes).floor() as u32
+    } else {
+        0
+    };
+    let plan = MemoryPlan {
+        requested,
+        weights,
+        activations,
+        other,
+        kv_cache,
+        block_bytes,
+        num_blocks,
+    };
+    if num_blocks == 0 {
+        return Err(MemoryError::NoRoom { plan });
+    }
+    if u64::from(max_model_len) > plan.kv_tokens() {
+        return Err(MemoryError::ContextTooLong {
+            max_model_len,
+            kv_tokens: plan.kv_tokens(),
+        });
+    }
+    Ok(plan)
+}
+
+/// The block pool: a count of free blocks and, per request, how many it holds.
+#[derive(Debug, Clone)]
+pub struct BlockPool {
+    total: u32,
+    free: u32,
+}
+
+impl BlockPool {
+    /// A pool of `total` blocks, all free.
+    pub fn new(total: u32) -> Self {
+        BlockPool { total, free: total }
+    }
+
+    /// Blocks in the pool.
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Blocks in use.
+    pub fn used(&self) -> u32 {
+        self.total - self.free
+    }
+
+    /// Fraction of blocks in use, `vllm:kv_cache_usage_perc`.
+    pub fn usage(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            f64::from(self.used()) / f64::from(self.total)
+        }
+    }
+
+    /// Grows `held` to cover `tokens` tokens; false (and nothing taken) when the pool is short.
+    pub fn grow(&mut self, held: &mut u32, tokens: u64) -> bool {
+        let need = blocks_for(tokens);
+        if need <= *held {
+            return true;
+        }
+        let extra = need - *held;
+        if extra > self.free {
+            return false;
+        }
+        self.free -= extra;
+        *held = need;
+        true
+    }
+
+    /// Returns a request's blocks to the pool.
+    pub fn release(&mut self, held: &mut u32) {
+        self.free += *held;
+        *held = 0;
+    }
+}
+
+/// Blocks needed for `tokens` tokens.
+pub fn blocks_for(tokens: u64) -> u32 {
+    tokens
+        .div_ceil(u64::from(BLOCK_SIZE))
+        .min(u64::from(u32::MAX)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::find_gpu;
+    use crate::model::find_model;
+
+    #[test]
+    fn the_seeds_deployment_fits_a_large_cache() {
+        let gpu = find_gpu("L40S").unwrap();
+        let m = find_model("Ministral-3-8B").unwrap();
+        let kv = m.kv_bytes_per_token(1, 2.0);
+        let plan = plan_memory(
+            &gpu,
+            &m,
+            WeightDtype::Fp8,
+            kv,
+            1,
+            0.9,
+            128,
+            2048,
+            8192,
+            true,
+        )
+        .unwrap();
+        // 44.99 GiB × 0.9 − 9.81 GiB of weights − the rest: roughly 29 GiB of KV cache.
+        assert!(
+            (28.0..31.0).contains(&(plan.kv_cache / GIB)),
+            "{}",
+            plan.kv_cache / GIB
+        );
+        assert_eq!(plan.block_bytes, 139264.0 * 16.0);
+        assert!(
+            plan.num_blocks > 13_000 && plan.num_blocks < 15_000,
+            "{}",
+            plan.num_blocks
+        );
+    }
+
+    #[test]
+    fn too_big_a_model_is_refused_with_the_numbers() {
+        let gpu = find_gpu("L4").unwrap();
+        let m = find_model("Llama-3.1-70B").unwrap();
+        let err = plan_memory(
+            &gpu,
+            &m,
+            WeightDtype::Bf16,
+            m.kv_bytes_per_token(1, 2.0),
+            1,
+            0.9,
+            256,
+            2048,
+            8192,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("no memory left for the KV cache"),
+            "{err}"
+        );
+        // The same model across eight H100s fits.
+        let h = find_gpu("H100").unwrap();
+        assert!(
+            plan_memory(
+                &h,
+                &m,
+                WeightDtype::Bf16,
+                m.kv_bytes_per_token(8, 2.0),
+                8,
+                0.9,
+                1024,
+                8192,
+                131072,
+                false
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn blocks() {
+        let mut pool = BlockPool::new(4);
+        let (mut a, mut b) = (0, 0);
+        assert!(pool.grow(&mut a, 17)); // 2 blocks
+        assert!(pool.grow(&mut a, 32)); // still 2
+        assert!(!pool.grow(&mut b, 48)); // 3 needed, 2 free
+        assert_eq!(b, 0);
+        assert!(pool.grow(&mut b, 32));
+        assert_eq!(pool.usage(), 1.0);
+        pool.release(&mut a);
+        assert_eq!((a, pool.used()), (0, 2));
+    }
+}

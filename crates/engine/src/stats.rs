@@ -1,0 +1,217 @@
+//! What the engine counts, in the shape vLLM's stat logger exposes it.
+
+use inferscale_catalog::buckets::BucketFamily;
+
+/// A fixed-bucket histogram that records observations (not cumulative until exported).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hist {
+    /// Finite upper bounds (the `+Inf` bucket is implicit).
+    pub bounds: Vec<f64>,
+    /// Observations per bucket; one more entry than `bounds` for `+Inf`.
+    pub counts: Vec<u64>,
+    /// Sum of observations.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl Hist {
+    /// An empty histogram of one of vLLM's bucket families.
+    pub fn new(family: BucketFamily, max_model_len: u32) -> Self {
+        let bounds = family.bounds(max_model_len);
+        let counts = vec![0; bounds.len() + 1];
+        Hist {
+            bounds,
+            counts,
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    /// Records one observation (`le` semantics: a value on a bound goes in that bucket).
+    pub fn observe(&mut self, v: f64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+
+    /// `(le, cumulative count)` pairs ending with `+Inf`.
+    pub fn cumulative(&self) -> Vec<(f64, u64)> {
+        let mut acc = 0;
+        self.bounds
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(&self.counts)
+            .map(|(le, c)| {
+                acc += c;
+                (le, acc)
+            })
+            .collect()
+    }
+}
+
+/// Why a request finished, as vLLM's `finished_reason` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// End of sequence (or a stop string).
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// Cancelled (client gone).
+    Abort,
+    /// Failed in the engine.
+    Error,
+}
+
+impl FinishReason {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Abort => "abort",
+            FinishReason::Error => "error",
+        }
+    }
+
+    /// Index into [`Stats::success`] (the order of vLLM's `FINISH_REASON_STRINGS`).
+    pub fn index(self) -> usize {
+        match self {
+            FinishReason::Stop => 0,
+            FinishReason::Length => 1,
+            FinishReason::Abort => 2,
+            FinishReason::Error => 3,
+        }
+    }
+}
+
+/// Everything the engine has counted since it started. Times are simulated seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Requests in the running batch.
+    pub running: u32,
+    /// Requests waiting (including preempted ones).
+    pub waiting: u32,
+    /// Fraction of KV blocks in use.
+    pub kv_usage: f64,
+    /// KV blocks in the pool.
+    pub num_gpu_blocks: u32,
+    /// Prompt tokens computed (recomputation after preemption included, as vLLM counts them).
+    pub prompt_tokens: u64,
+    /// Output tokens generated.
+    pub generation_tokens: u64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Finished requests by reason: stop, length, abort, error, repetition.
+    pub success: [u64; 5],
+    /// Prefix-cache token queries (all prompt tokens; no prefix caching is simulated).
+    pub prefix_cache_queries: u64,
+    /// Tokens per step.
+    pub iteration_tokens: Hist,
+    /// Prompt tokens per request.
+    pub request_prompt_tokens: Hist,
+    /// Output tokens per request.
+    pub request_generation_tokens: Hist,
+    /// `max_tokens` per request.
+    pub request_max_tokens: Hist,
+    /// The `n` parameter per request (always 1).
+    pub request_params_n: Hist,
+    /// Time to first token.
+    pub ttft: Hist,
+    /// Inter-token latency, one observation per output step.
+    pub itl: Hist,
+    /// Mean time per output token, per request.
+    pub tpot: Hist,
+    /// End-to-end latency.
+    pub e2e: Hist,
+    /// Time waiting before the first schedule.
+    pub queue_time: Hist,
+    /// Time from first schedule to the last token.
+    pub inference_time: Hist,
+    /// Time from first schedule to the first token.
+    pub prefill_time: Hist,
+    /// Time from the first token to the last.
+    pub decode_time: Hist,
+    /// Preemptions per request.
+    pub num_preemptions: Hist,
+    /// New KV tokens computed during prefill, per request.
+    pub prefill_kv_computed: Hist,
+    /// Steps run.
+    pub steps: u64,
+    /// Time the engine spent in steps.
+    pub busy_s: f64,
+    /// Time the GPU was busy.
+    pub gpu_busy_s: f64,
+    /// Of `gpu_busy_s`, the memory-bound part.
+    pub gpu_memory_bound_s: f64,
+    /// Bytes read or written from device memory (one rank).
+    pub bytes: f64,
+    /// FLOPs (one rank).
+    pub flops: f64,
+    /// The engine's clock when these were taken.
+    pub now: f64,
+}
+
+impl Stats {
+    /// Empty statistics for a cache of `num_gpu_blocks` blocks.
+    pub fn new(max_model_len: u32, num_gpu_blocks: u32) -> Self {
+        let h = |f| Hist::new(f, max_model_len);
+        Stats {
+            running: 0,
+            waiting: 0,
+            kv_usage: 0.0,
+            num_gpu_blocks,
+            prompt_tokens: 0,
+            generation_tokens: 0,
+            preemptions: 0,
+            success: [0; 5],
+            prefix_cache_queries: 0,
+            iteration_tokens: h(BucketFamily::IterationTokens),
+            request_prompt_tokens: h(BucketFamily::RequestTokens),
+            request_generation_tokens: h(BucketFamily::RequestTokens),
+            request_max_tokens: h(BucketFamily::RequestTokens),
+            request_params_n: h(BucketFamily::RequestParamsN),
+            ttft: h(BucketFamily::TimeToFirstToken),
+            itl: h(BucketFamily::InterTokenLatency),
+            tpot: h(BucketFamily::InterTokenLatency),
+            e2e: h(BucketFamily::RequestLatency),
+            queue_time: h(BucketFamily::RequestLatency),
+            inference_time: h(BucketFamily::RequestLatency),
+            prefill_time: h(BucketFamily::RequestLatency),
+            decode_time: h(BucketFamily::RequestLatency),
+            num_preemptions: h(BucketFamily::RequestNumPreemptions),
+            prefill_kv_computed: h(BucketFamily::RequestTokens),
+            steps: 0,
+            busy_s: 0.0,
+            gpu_busy_s: 0.0,
+            gpu_memory_bound_s: 0.0,
+            bytes: 0.0,
+            flops: 0.0,
+            now: 0.0,
+        }
+    }
+
+    /// Requests finished normally (stop, length, repetition).
+    pub fn ok(&self) -> u64 {
+        self.success[0] + self.success[1] + self.success[4]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_land_in_le_buckets() {
+        let mut h = Hist::new(BucketFamily::RequestLatency, 4096);
+        h.observe(0.3);
+        h.observe(2.4);
+        h.observe(1e9);
+        let c = h.cumulative();
+        assert_eq!(c[0], (0.3, 1));
+        assert_eq!(c[6], (2.5, 2));
+        assert_eq!(*c.last().unwrap(), (f64::INFINITY, 3));
+    }
+}
