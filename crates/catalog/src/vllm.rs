@@ -358,3 +358,152 @@ pub const CACHE_CONFIG_INFO_LABELS: &[&str] = &[
 
 /// vLLM's `finished_reason` label values, all pre-created at zero for every engine.
 pub const FINISH_REASONS: &[&str] = &["stop", "length", "abort", "error", "repetition"];
+
+/// The families vLLM's API server exposes besides its own: the Python client's process and
+/// runtime collectors and prometheus-fastapi-instrumentator's HTTP metrics, as
+/// `(name, type, HELP)` in the order vLLM 0.33 lists them (single-API-server mode).
+pub static RUNTIME_FAMILIES: &[(&str, &str, &str)] = &[
+    ("python_gc_objects_collected_total", "counter", "Objects collected during gc"),
+    ("python_gc_objects_uncollectable_total", "counter", "Uncollectable objects found during GC"),
+    ("python_gc_collections_total", "counter", "Number of times this generation was collected"),
+    ("python_info", "gauge", "Python platform information"),
+    ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes."),
+    ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes."),
+    ("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds."),
+    ("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds."),
+    ("process_open_fds", "gauge", "Number of open file descriptors."),
+    ("process_max_fds", "gauge", "Maximum number of open file descriptors."),
+    ("http_requests_total", "counter", "Total number of requests by method, status and handler."),
+    ("http_request_size_bytes", "summary", "Content length of incoming requests by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "),
+    ("http_response_size_bytes", "summary", "Content length of outgoing responses by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "),
+    ("http_request_duration_highr_seconds", "histogram", "Latency with many buckets but no API specific labels. Made for more accurate percentile calculations. "),
+    ("http_request_duration_seconds", "histogram", "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. "),
+];
+
+/// Every label of `vllm:cache_config_info` in vLLM 0.33 (one per `CacheConfig` field, plus
+/// `engine`) with the value a default configuration shows; a server fills in its own
+/// `block_size`, `num_gpu_blocks`, `gpu_memory_utilization`, `cache_dtype` and
+/// `enable_prefix_caching`.
+pub static CACHE_CONFIG_INFO: &[(&str, &str)] = &[
+    ("_block_size_resolved", "True"),
+    ("block_size", "16"),
+    ("cache_dtype", "auto"),
+    ("cache_hit_alignment_tokens", "None"),
+    ("effective_attention_block_size", "None"),
+    ("enable_mamba_shared_prefix_checkpoint", "False"),
+    ("enable_prefix_caching", "True"),
+    ("engine", "0"),
+    ("gpu_memory_utilization", "0.92"),
+    ("hash_block_size", "None"),
+    ("is_attention_free", "False"),
+    ("kv_cache_dtype_skip_layers", "[]"),
+    ("kv_cache_layout", "None"),
+    ("kv_cache_max_concurrency", "None"),
+    ("kv_cache_memory_bytes", "None"),
+    ("kv_cache_size_tokens", "None"),
+    ("kv_offloading_backend", "native"),
+    ("kv_offloading_size", "None"),
+    ("kv_sharing_fast_prefill", "False"),
+    ("mamba_block_size", "None"),
+    ("mamba_cache_dtype", "auto"),
+    ("mamba_cache_mode", "none"),
+    ("mamba_page_size_padded", "None"),
+    ("mamba_ssm_cache_dtype", "auto"),
+    ("num_cpu_blocks", "0"),
+    ("num_gpu_blocks", "27713"),
+    ("num_gpu_blocks_override", "None"),
+    ("prefix_cache_retention_interval", "0"),
+    ("prefix_caching_hash_algo", "sha256"),
+    ("prefix_match_unit", "None"),
+    ("replayssm_buffer_len", "16"),
+    ("simple_cpu_offload_num_blocks", "None"),
+    ("skip_page_size_padded", "None"),
+    ("sliding_window", "None"),
+    ("swa_bounded_replay", "True"),
+    ("use_kda_recoverssm", "False"),
+    ("use_replayssm", "False"),
+    ("user_specified_block_size", "False"),
+];
+
+/// The families older vLLM served that 0.33 no longer does, with the family that replaced each
+/// (`--show-deprecated-metrics` serves them as vLLM 0.10 did, "DEPRECATED" HELP included).
+/// Source: the renames table (vLLM sdists 0.9.2–0.16.0).
+pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
+    (
+        VllmFamily {
+            name: "vllm:gpu_cache_usage_perc",
+            kind: MetricKind::Gauge,
+            help: "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+            engine_label: true,
+            extra_labels: &[],
+            buckets: None,
+        },
+        "vllm:kv_cache_usage_perc",
+    ),
+    (
+        VllmFamily {
+            name: "vllm:gpu_prefix_cache_queries_total",
+            kind: MetricKind::Counter,
+            help: "GPU prefix cache queries, in terms of number of queried tokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+            engine_label: true,
+            extra_labels: &[],
+            buckets: None,
+        },
+        "vllm:prefix_cache_queries_total",
+    ),
+    (
+        VllmFamily {
+            name: "vllm:gpu_prefix_cache_hits_total",
+            kind: MetricKind::Counter,
+            help: "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+            engine_label: true,
+            extra_labels: &[],
+            buckets: None,
+        },
+        "vllm:prefix_cache_hits_total",
+    ),
+    (
+        VllmFamily {
+            name: "vllm:time_per_output_token_seconds",
+            kind: MetricKind::Histogram,
+            help: "Histogram of time per output token in seconds. DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+            engine_label: true,
+            extra_labels: &[],
+            buckets: Some(BucketFamily::InterTokenLatency),
+        },
+        "vllm:inter_token_latency_seconds",
+    ),
+];
+
+/// `reason` values of `vllm:num_requests_waiting_by_reason`, in vLLM's order.
+pub const WAITING_REASONS: &[&str] = &["capacity", "deferred"];
+/// `sleep_state` values of `vllm:engine_sleep_state`.
+pub const SLEEP_STATES: &[&str] = &["awake", "weights_offloaded", "discard_all"];
+/// `source` values of `vllm:prompt_tokens_by_source_total`.
+pub const PROMPT_SOURCES: &[&str] = &["local_compute", "local_cache_hit", "external_kv_transfer"];
+/// `source` values of `vllm:prompt_tokens_cached_by_source_total`.
+pub const CACHED_SOURCES: &[&str] = &["device", "host", "p2p", "disk", "external_unspecified"];
+/// `reason` values of `vllm:admission_rejections_total`.
+pub const ADMISSION_REASONS: &[&str] = &["max_num_queued_reqs", "max_num_queued_tokens"];
+
+/// The values vLLM pre-creates for a family's extra label (its one label besides `engine` and
+/// `model_name`), in the order it lists them; empty for families without one.
+pub fn extra_label_values(name: &str) -> &'static [&'static str] {
+    match name {
+        "vllm:num_requests_waiting_by_reason" => WAITING_REASONS,
+        "vllm:engine_sleep_state" => SLEEP_STATES,
+        "vllm:prompt_tokens_by_source_total" => PROMPT_SOURCES,
+        "vllm:prompt_tokens_cached_by_source_total" => CACHED_SOURCES,
+        "vllm:request_success_total" => FINISH_REASONS,
+        "vllm:admission_rejections_total" => ADMISSION_REASONS,
+        _ => &[],
+    }
+}
+
+/// The name of a counter's or histogram's `_created` companion: a counter loses its `_total`
+/// (`vllm:prompt_tokens_total` → `vllm:prompt_tokens_created`), a histogram keeps its whole
+/// name (`vllm:iteration_tokens_total` → `vllm:iteration_tokens_total_created`).
+pub fn created_name(name: &str, counter: bool) -> String {
+    let base = if counter { name.strip_suffix("_total").unwrap_or(name) } else { name };
+    format!("{base}_created")
+}

@@ -26,6 +26,8 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// One look at the three metric tiers of live endpoints or saved expositions.
     Scrape(ScrapeArgs),
+    /// Serve a simulated vLLM server (OpenAI API, /metrics, DCGM metrics) on a performance model.
+    Sim(Box<SimArgs>),
 }
 
 /// The exposition format to assume.
@@ -81,4 +83,136 @@ pub(crate) struct ScrapeArgs {
     /// Refuse bodies larger than this.
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
     pub(crate) max_body: usize,
+}
+
+/// `inferscale sim`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale sim                                         # the seeds' deployment on 127.0.0.1:8000
+  inferscale sim --profile h100-llama-3.1-8b --speedup 10 --dcgm-listen 127.0.0.1:9400
+  inferscale sim --gpu A100-80GB --model Qwen2.5-32B --tensor-parallel-size 2
+  inferscale sim --replicas 4 --listen 127.0.0.1:8100   # four engines on ports 8100-8103
+  inferscale sim --profile instant                       # no model delay (client benchmarks)
+  inferscale sim --fault-500-rate 0.01 --fault-cut-rate 0.02 --fault-slowdown 3@120s
+  inferscale sim --list                                  # profiles, GPUs and models
+
+With --speedup K the engine's clock runs K times faster than the wall clock; everything it
+reports (metrics, latencies) is in simulated seconds. Flags given with --profile override it.")]
+pub(crate) struct SimArgs {
+    /// A named setup (see --list); its settings can be overridden by the flags below.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) profile: Option<String>,
+
+    /// Print the profiles, GPUs and models and exit.
+    #[arg(long)]
+    pub(crate) list: bool,
+
+    /// Where to serve the API and /metrics (the first replica's port when --replicas > 1).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8000")]
+    pub(crate) listen: String,
+
+    /// Also serve DCGM-exporter metrics here (one port per replica, consecutive).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) dcgm_listen: Option<String>,
+
+    /// Independent engines to serve, on consecutive ports.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) replicas: u16,
+
+    /// The model name clients send and metrics carry (default: the model's Hugging Face id).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) served_model_name: Option<String>,
+
+    /// GPU of every rank (L40S, H100, H200, A100-80GB, ...; see --list).
+    #[arg(long, value_name = "GPU")]
+    pub(crate) gpu: Option<String>,
+
+    /// A GPU described in a JSON file (the fields of the built-in table).
+    #[arg(long, value_name = "FILE", conflicts_with = "gpu")]
+    pub(crate) gpu_spec: Option<std::path::PathBuf>,
+
+    /// The model (Llama-3.1-8B, Qwen2.5-7B, Ministral-3-8B, ... or a Hugging Face id; see --list).
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) model: Option<String>,
+
+    /// A model described in a JSON file (the fields of the built-in table).
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub(crate) model_spec: Option<std::path::PathBuf>,
+
+    /// Weight quantisation: fp8 stores linear layers in 8 bits (default: the model's native dtype).
+    #[arg(long, value_name = "METHOD", value_parser = ["fp8", "none"])]
+    pub(crate) quantization: Option<String>,
+
+    /// KV-cache dtype: auto (16-bit) or fp8.
+    #[arg(long, value_name = "DTYPE", value_parser = ["auto", "fp8"])]
+    pub(crate) kv_cache_dtype: Option<String>,
+
+    /// --tensor-parallel-size.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub(crate) tensor_parallel_size: Option<u32>,
+
+    /// --max-num-seqs: requests in a batch at most.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_num_seqs: Option<u32>,
+
+    /// --max-num-batched-tokens: token budget of one step.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_num_batched_tokens: Option<u32>,
+
+    /// --max-model-len: prompt plus output tokens at most.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(16..))]
+    pub(crate) max_model_len: Option<u32>,
+
+    /// --gpu-memory-utilization: the fraction of GPU memory vLLM takes (weights, activations, KV cache).
+    #[arg(long, value_name = "F")]
+    pub(crate) gpu_memory_utilization: Option<f64>,
+
+    /// --enforce-eager: no CUDA graphs (every op dispatched from Python).
+    #[arg(long)]
+    pub(crate) enforce_eager: bool,
+
+    /// Run the engine's clock this many times faster than the wall clock.
+    #[arg(long, value_name = "K", default_value_t = 1.0)]
+    pub(crate) speedup: f64,
+
+    /// Seed for everything random (output lengths, token text, faults).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) seed: u64,
+
+    /// Also serve the metric names vLLM removed (gpu_cache_usage_perc, time_per_output_token_seconds, ...).
+    #[arg(long)]
+    pub(crate) show_deprecated_metrics: bool,
+
+    /// Refuse request bodies larger than this (413).
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]
+    pub(crate) max_body: usize,
+
+    /// The Hostname label of the DCGM metrics.
+    #[arg(long, value_name = "NAME", default_value = "inferscale-sim")]
+    pub(crate) hostname: String,
+
+    /// Fraction of requests answered with HTTP 500.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub(crate) fault_500_rate: f64,
+
+    /// Fraction of responses cut off mid-way.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub(crate) fault_cut_rate: f64,
+
+    /// Fraction of requests stalled before the first byte (for --fault-stall).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub(crate) fault_stall_rate: f64,
+
+    /// How long a stall lasts (simulated).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub(crate) fault_stall: Duration,
+
+    /// Fraction of streams that get a malformed event (after which they end).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub(crate) fault_malformed_rate: f64,
+
+    /// Steps X times slower from simulated time T on, e.g. 3@120s.
+    #[arg(long, value_name = "X@T")]
+    pub(crate) fault_slowdown: Option<String>,
 }

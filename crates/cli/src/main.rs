@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Scrape(args) => cmd::scrape::run(args),
+        cli::Command::Sim(args) => cmd::sim::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -154,7 +154,8 @@ impl EngineConfig {
         }
     }
 
-    fn cost_model(&self) -> CostModel {
+    /// The step-time model of this configuration.
+    pub fn cost_model(&self) -> CostModel {
         let mut c = CostModel::new(
             self.gpu.clone(),
             self.model.clone(),
@@ -273,7 +274,7 @@ struct Req {
     first_token: Option<f64>,
     last_token: f64,
     preemptions: u32,
-    aborted: bool,
+    cancelled: Option<FinishReason>,
 }
 
 impl Req {
@@ -404,7 +405,7 @@ impl Engine {
             first_token: None,
             last_token: now,
             preemptions: 0,
-            aborted: false,
+            cancelled: None,
         });
         self.stats.waiting = self.waiting.len() as u32;
         id
@@ -413,16 +414,22 @@ impl Engine {
     /// Cancels a request (its client went away); `abort` is counted when the engine lets go of
     /// it. Returns false when the request is unknown or already finished.
     pub fn abort(&mut self, id: u64, now: f64, events: &mut Vec<Event>) -> bool {
+        self.cancel(id, now, FinishReason::Abort, events)
+    }
+
+    /// Ends a request early with `reason` (`abort` for a client that left, `error` for a
+    /// failure). Returns false when the request is unknown or already finished.
+    pub fn cancel(&mut self, id: u64, now: f64, reason: FinishReason, events: &mut Vec<Event>) -> bool {
         if let Some(pos) = self.waiting.iter().position(|r| r.id == id) {
             if let Some(mut r) = self.waiting.remove(pos) {
                 self.pool.release(&mut r.blocks);
-                self.finish(r, FinishReason::Abort, now.max(self.now), events);
+                self.finish(r, reason, now.max(self.now), events);
             }
             self.stats.waiting = self.waiting.len() as u32;
             return true;
         }
         if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
-            r.aborted = true;
+            r.cancelled = Some(reason);
             if self.in_flight.is_none() {
                 self.reap_aborted(now.max(self.now), events);
             }
@@ -462,7 +469,7 @@ impl Engine {
             }
             self.advance_idle_clock(start);
             self.now = self.now.max(start);
-            if !self.start_step() {
+            if !self.start_step(events) {
                 // Nothing schedulable now (requests not yet through the frontend): wait.
                 match self.waiting.front() {
                     Some(r) if r.ready > self.now => {
@@ -491,8 +498,8 @@ impl Engine {
     /// partial prefill), preempting the most recently added request by recompute when the
     /// KV cache is full; then waiting requests while sequences, budget and blocks allow.
     /// Returns whether a step started.
-    fn start_step(&mut self) -> bool {
-        self.reap_aborted(self.now, &mut Vec::new());
+    fn start_step(&mut self, events: &mut Vec<Event>) -> bool {
+        self.reap_aborted(self.now, events);
         let mut budget = self.cfg.max_num_batched_tokens;
         let mut scheduled: Vec<(u64, u32)> = Vec::with_capacity(self.running.len() + 4);
         let mut preempted = false;
@@ -649,7 +656,7 @@ impl Engine {
                 break;
             };
             r.computed += u64::from(n);
-            if r.computed < r.total() || r.aborted {
+            if r.computed < r.total() || r.cancelled.is_some() {
                 continue;
             }
             r.output += 1;
@@ -699,10 +706,11 @@ impl Engine {
     }
 
     fn reap_aborted(&mut self, t: f64, events: &mut Vec<Event>) {
-        while let Some(pos) = self.running.iter().position(|r| r.aborted) {
+        while let Some(pos) = self.running.iter().position(|r| r.cancelled.is_some()) {
             let mut r = self.running.remove(pos);
             self.pool.release(&mut r.blocks);
-            self.finish(r, FinishReason::Abort, t, events);
+            let reason = r.cancelled.unwrap_or(FinishReason::Abort);
+            self.finish(r, reason, t, events);
         }
     }
 

@@ -1,3 +1,4 @@
 //! One module per subcommand; each resolves its flags and calls into the libraries.
 
 pub(crate) mod scrape;
+pub(crate) mod sim;

@@ -1,0 +1,295 @@
+//! `inferscale sim`: serve the simulated engine.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow, bail};
+use inferscale_engine::cost::StepShape;
+use inferscale_engine::hardware::{GpuSpec, builtin_gpus, find_gpu};
+use inferscale_engine::model::{ModelSpec, WeightDtype, builtin_models, find_model};
+use inferscale_engine::{EngineConfig, PROFILES, profile};
+use inferscale_sim::{Faults, Sim, SimConfig};
+use tokio::net::TcpListener;
+
+use crate::cli::SimArgs;
+use crate::output::emit;
+use crate::units::parse_duration;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn rate(name: &str, v: f64) -> Result<f64> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        bail!("--{name} must be a fraction between 0 and 1, not {v}")
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path, what: &str) -> Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the {what} file {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a valid {what} (JSON with the built-in table's fields)", path.display()))
+}
+
+/// Resolves the flags into a simulator configuration.
+pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
+    let mut engine = match &a.profile {
+        Some(name) => profile(name).ok_or_else(|| {
+            anyhow!(
+                "unknown profile {name:?}; the profiles are: {}",
+                PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            )
+        })?,
+        None if a.gpu.is_none() && a.model.is_none() && a.gpu_spec.is_none() && a.model_spec.is_none() => {
+            profile("aws-eks-ministral-8b-l40s").ok_or_else(|| anyhow!("the default profile is missing"))?
+        }
+        None => {
+            let gpu = find_gpu(a.gpu.as_deref().unwrap_or("H100")).ok_or_else(|| anyhow!("unknown GPU"))?;
+            let model = find_model(a.model.as_deref().unwrap_or("Llama-3.1-8B")).ok_or_else(|| anyhow!("unknown model"))?;
+            EngineConfig::new(gpu, model)
+        }
+    };
+    if let Some(g) = &a.gpu {
+        engine.gpu = find_gpu(g).ok_or_else(|| {
+            anyhow!("unknown GPU {g:?}; known: {}", builtin_gpus().iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
+        })?;
+    }
+    if let Some(p) = &a.gpu_spec {
+        engine.gpu = read_json::<GpuSpec>(p, "GPU spec")?;
+    }
+    if let Some(m) = &a.model {
+        engine.model = find_model(m).ok_or_else(|| {
+            anyhow!("unknown model {m:?}; known: {}", builtin_models().iter().map(|m| m.name.clone()).collect::<Vec<_>>().join(", "))
+        })?;
+        engine.dtype = engine.model.native_dtype;
+        engine.max_model_len = engine.model.max_context.min(32768);
+    }
+    if let Some(p) = &a.model_spec {
+        engine.model = read_json::<ModelSpec>(p, "model spec")?;
+        engine.dtype = engine.model.native_dtype;
+        engine.max_model_len = engine.model.max_context.min(32768);
+    }
+    match a.quantization.as_deref() {
+        Some("fp8") => engine.dtype = WeightDtype::Fp8,
+        Some(_) => engine.dtype = WeightDtype::Bf16,
+        None => {}
+    }
+    if let Some(k) = &a.kv_cache_dtype {
+        engine.kv_dtype_bytes = if k == "fp8" { 1.0 } else { 2.0 };
+    }
+    if let Some(v) = a.tensor_parallel_size {
+        engine.tensor_parallel_size = v;
+    }
+    if let Some(v) = a.max_num_seqs {
+        engine.max_num_seqs = v;
+    }
+    if let Some(v) = a.max_num_batched_tokens {
+        engine.max_num_batched_tokens = v;
+    }
+    if let Some(v) = a.max_model_len {
+        engine.max_model_len = v;
+    }
+    if let Some(v) = a.gpu_memory_utilization {
+        if !(v > 0.0 && v <= 1.0) {
+            bail!("--gpu-memory-utilization must be in (0, 1], not {v}");
+        }
+        engine.gpu_memory_utilization = v;
+    }
+    engine.enforce_eager |= a.enforce_eager;
+    engine.seed = a.seed;
+    if !(a.speedup.is_finite() && a.speedup > 0.0 && a.speedup <= 10_000.0) {
+        bail!("--speedup must be a number in (0, 10000], not {}", a.speedup);
+    }
+    let slowdown = match &a.fault_slowdown {
+        None => None,
+        Some(s) => {
+            let (x, t) = s.split_once('@').ok_or_else(|| anyhow!("--fault-slowdown {s:?}: expected FACTOR@TIME, e.g. 3@120s"))?;
+            let x: f64 = x.parse().map_err(|_| anyhow!("--fault-slowdown {s:?}: {x:?} is not a number"))?;
+            if !(x.is_finite() && x > 0.0) {
+                bail!("--fault-slowdown {s:?}: the factor must be positive");
+            }
+            let t = parse_duration(t).map_err(|e| anyhow!("--fault-slowdown {s:?}: {e}"))?;
+            Some((x, t.as_secs_f64()))
+        }
+    };
+    let faults = Faults {
+        error_500_rate: rate("fault-500-rate", a.fault_500_rate)?,
+        cut_rate: rate("fault-cut-rate", a.fault_cut_rate)?,
+        stall_rate: rate("fault-stall-rate", a.fault_stall_rate)?,
+        stall_s: a.fault_stall.as_secs_f64(),
+        malformed_rate: rate("fault-malformed-rate", a.fault_malformed_rate)?,
+        slowdown,
+    };
+    let name = a.served_model_name.clone().unwrap_or_else(|| engine.model.hf_id.clone());
+    let mut cfg = SimConfig::new(engine, name);
+    cfg.speedup = a.speedup;
+    cfg.faults = faults;
+    cfg.show_deprecated_metrics = a.show_deprecated_metrics;
+    cfg.max_body_bytes = a.max_body;
+    cfg.hostname = a.hostname.clone();
+    Ok(cfg)
+}
+
+fn list() -> String {
+    let mut s = String::from("Profiles:\n");
+    for p in PROFILES {
+        s.push_str(&format!("  {:<28} {}\n", p.name, p.description));
+    }
+    s.push_str("\nGPUs:\n");
+    for g in builtin_gpus() {
+        s.push_str(&format!(
+            "  {:<12} {:>6.0} MiB  {:>5.0} GB/s  BF16 {:>5.0} TFLOP/s  FP8 {}\n",
+            g.name,
+            g.memory_mib,
+            g.mem_bandwidth_gbps,
+            g.bf16_tflops,
+            g.fp8_tflops.map_or("-".into(), |f| format!("{f:.0} TFLOP/s"))
+        ));
+    }
+    s.push_str("\nModels:\n");
+    for m in builtin_models() {
+        s.push_str(&format!(
+            "  {:<16} {:<40} {:>5.1}B  {} layers  KV {:.0} KiB/token\n",
+            m.name,
+            m.hf_id,
+            m.params_b,
+            m.layers,
+            m.kv_bytes_per_token(1, 2.0) / 1024.0
+        ));
+    }
+    s
+}
+
+/// A few lines on what is being simulated.
+pub(crate) fn describe(cfg: &SimConfig, sim: &Sim) -> String {
+    let e = &cfg.engine;
+    let plan = sim.memory();
+    let mut s = String::new();
+    if e.instant {
+        s.push_str("  engine  instant profile: no model delay, unlimited KV cache\n");
+        return s;
+    }
+    let dtype = match e.dtype {
+        WeightDtype::Bf16 => "bf16",
+        WeightDtype::Fp8 => "fp8",
+    };
+    s.push_str(&format!(
+        "  model   {} ({}), {dtype} weights {:.2} GiB, KV cache {}\n",
+        e.model.hf_id,
+        e.model.name,
+        e.model.loaded_bytes(e.dtype) / GIB,
+        if e.kv_dtype_bytes < 2.0 { "fp8" } else { "auto (16-bit)" }
+    ));
+    s.push_str(&format!(
+        "  gpu     {}× {} ({:.0} MiB, {:.0} GB/s), tensor parallel {}\n",
+        e.tensor_parallel_size, e.gpu.product_name, e.gpu.memory_mib, e.gpu.mem_bandwidth_gbps, e.tensor_parallel_size
+    ));
+    s.push_str(&format!(
+        "  vllm    max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, gpu_memory_utilization {}{}\n",
+        e.max_num_seqs,
+        e.max_num_batched_tokens,
+        e.max_model_len,
+        e.gpu_memory_utilization,
+        if e.enforce_eager { ", enforce_eager" } else { ", CUDA graphs" }
+    ));
+    s.push_str(&format!(
+        "  memory  KV cache {:.1} GiB = {} blocks = {} tokens ({:.1}× max_model_len)\n",
+        plan.kv_cache / GIB,
+        plan.num_blocks,
+        plan.kv_tokens(),
+        plan.kv_tokens() as f64 / f64::from(e.max_model_len)
+    ));
+    let cost = e.cost_model();
+    let decode = |n: u32| StepShape { decode_seqs: n, decode_context_tokens: u64::from(n) * 512, sampled: n, ..StepShape::default() };
+    let one = cost.step(&decode(1), 1.0).total_s;
+    let full_batch = e.max_num_seqs.min((plan.kv_tokens() / 512) as u32).max(1);
+    let full = cost.step(&decode(full_batch), 1.0).total_s;
+    s.push_str(&format!(
+        "  speed   decode step {:.1} ms at batch 1, {:.1} ms at batch {full_batch} (512-token contexts): ≈ {:.0} output tokens/s at that batch\n",
+        one * 1e3,
+        full * 1e3,
+        f64::from(full_batch) / full
+    ));
+    s.push_str(&format!(
+        "  ready   {:.1} s after start (simulated; {:.1} s wall at speed-up {})\n",
+        sim.load_time_s(),
+        sim.load_time_s() / cfg.speedup,
+        cfg.speedup
+    ));
+    s
+}
+
+/// Runs the command.
+pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
+    if args.list {
+        emit(&list())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cfg = resolve(args)?;
+    let api: SocketAddr = args.listen.parse().with_context(|| format!("--listen {:?} is not an address like 127.0.0.1:8000", args.listen))?;
+    let dcgm: Option<SocketAddr> = match &args.dcgm_listen {
+        None => None,
+        Some(d) => Some(d.parse().with_context(|| format!("--dcgm-listen {d:?} is not an address like 127.0.0.1:9400"))?),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let mut listeners = Vec::new();
+        let mut lines = Vec::new();
+        for i in 0..args.replicas {
+            let at = |base: SocketAddr| {
+                let mut a = base;
+                if a.port() != 0 {
+                    a.set_port(a.port().saturating_add(i));
+                }
+                a
+            };
+            let a = at(api);
+            let l = TcpListener::bind(a).await.with_context(|| format!("cannot listen on {a}"))?;
+            let a = l.local_addr()?;
+            let d = match dcgm {
+                None => None,
+                Some(base) => {
+                    let da = at(base);
+                    Some(TcpListener::bind(da).await.with_context(|| format!("cannot listen on {da} (DCGM)"))?)
+                }
+            };
+            let dline = d.as_ref().and_then(|l| l.local_addr().ok()).map_or(String::new(), |da| format!(", DCGM http://{da}/metrics"));
+            lines.push(format!("  serving http://{a} (OpenAI API, /metrics, /health){dline}"));
+            listeners.push((l, d));
+        }
+        let sim = Sim::start(cfg.clone(), usize::from(args.replicas)).map_err(|e| anyhow!("{e}"))?;
+        let title = args.profile.clone().unwrap_or_else(|| if args.gpu.is_none() && args.model.is_none() { "aws-eks-ministral-8b-l40s".into() } else { "custom".into() });
+        let mut head = format!("inferscale sim: {title}, served as {:?}\n", cfg.served_model_name);
+        head.push_str(&describe(&cfg, &sim));
+        for l in &lines {
+            head.push_str(l);
+            head.push('\n');
+        }
+        head.push_str("  stop with Ctrl-C\n");
+        emit(&head)?;
+        sim.serve(listeners, shutdown_signal()).await;
+        eprintln!("inferscale sim: stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,152 @@
+//! The simulated vLLM server: the [engine](inferscale_engine) behind vLLM's HTTP surface.
+//!
+//! - OpenAI API: `GET /v1/models`, `POST /v1/completions` and `/v1/chat/completions`,
+//!   streaming (server-sent events, `stream_options.include_usage`) or not, with vLLM's
+//!   validation and OpenAI-shaped errors (400 naming the field, 404 for an unknown model, 413
+//!   for oversized bodies, the context-length check).
+//! - `GET /health` (503 while the model loads, then 200), `GET /version`.
+//! - `GET /metrics`: vLLM 0.33's exposition, values from the engine.
+//! - A DCGM exporter on a second listener, readings derived from the engine's activity.
+//! - Fault injection (500s, cut streams, stalls, malformed events, slow-down).
+//!
+//! Time runs `speedup` times faster than the wall clock; everything the server reports is in
+//! simulated seconds. Each replica's engine runs on its own thread, like vLLM's engine core.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use inferscale_sim::{Sim, SimConfig};
+//! let config = SimConfig::new(inferscale_engine::profile("instant").unwrap(), "demo".into());
+//! let sim = Sim::start(config, 1)?;
+//! let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! sim.serve(vec![(api, None)], async { tokio::signal::ctrl_c().await.ok(); }).await;
+//! # Ok(()) }
+//! ```
+
+mod dcgm;
+mod faults;
+mod metrics;
+mod replica;
+mod server;
+mod tokens;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub use faults::{Fate, Faults};
+pub use replica::Clock;
+pub use tokens::{count_chat, count_text};
+
+use inferscale_engine::kv::{MemoryError, MemoryPlan};
+use inferscale_engine::{Engine, EngineConfig};
+use tokio::net::TcpListener;
+
+/// Everything that defines a simulated server.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The engine behind it.
+    pub engine: EngineConfig,
+    /// `--served-model-name`: what clients send as `model` and what `model_name` labels say.
+    pub served_model_name: String,
+    /// Simulated seconds per wall second.
+    pub speedup: f64,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Also serve the metric names vLLM removed (as 0.10 did).
+    pub show_deprecated_metrics: bool,
+    /// Request bodies above this many bytes are refused with 413.
+    pub max_body_bytes: usize,
+    /// The `Hostname` label of the DCGM endpoint.
+    pub hostname: String,
+}
+
+impl SimConfig {
+    /// A configuration with defaults around an engine.
+    pub fn new(engine: EngineConfig, served_model_name: String) -> Self {
+        SimConfig {
+            engine,
+            served_model_name,
+            speedup: 1.0,
+            faults: Faults::default(),
+            show_deprecated_metrics: false,
+            max_body_bytes: 4 << 20,
+            hostname: "inferscale-sim".into(),
+        }
+    }
+}
+
+/// Started engines, ready to be served.
+pub struct Sim {
+    replicas: Vec<Arc<server::Replica>>,
+    plan: MemoryPlan,
+    load_time: f64,
+}
+
+impl Sim {
+    /// Starts `replicas` engines (each on its own thread; their clocks start now), or says why
+    /// the configuration cannot run.
+    pub fn start(mut config: SimConfig, replicas: usize) -> Result<Sim, SimError> {
+        if let Some(slow) = config.faults.slowdown {
+            config.engine.slowdown = Some(slow);
+        }
+        let cfg = Arc::new(config);
+        let mut out = Vec::new();
+        let mut plan = None;
+        let load_time = cfg.engine.load_time_s();
+        for i in 0..replicas.max(1) {
+            let mut ec = cfg.engine.clone();
+            ec.seed = inferscale_engine::mix(&[cfg.engine.seed, i as u64]);
+            let engine = Engine::new(ec).map_err(SimError::Memory)?;
+            plan.get_or_insert(*engine.memory());
+            let clock = Clock::new(cfg.speedup);
+            let handle = replica::EngineHandle::spawn(engine, clock, format!("engine-{i}")).map_err(SimError::Thread)?;
+            out.push(Arc::new(server::Replica::new(i, Arc::clone(&cfg), handle, clock, load_time)));
+        }
+        let plan = plan.ok_or(SimError::NoReplica)?;
+        Ok(Sim { replicas: out, plan, load_time })
+    }
+
+    /// The KV-cache layout of each replica.
+    pub fn memory(&self) -> &MemoryPlan {
+        &self.plan
+    }
+
+    /// Simulated seconds from start until ready.
+    pub fn load_time_s(&self) -> f64 {
+        self.load_time
+    }
+
+    /// Serves replica `i` on `listeners[i].0` (API) and, when given, `listeners[i].1` (DCGM)
+    /// until `shutdown` resolves; in-flight connections are closed gracefully.
+    pub async fn serve(self, listeners: Vec<(TcpListener, Option<TcpListener>)>, shutdown: impl Future<Output = ()>) {
+        let set = self
+            .replicas
+            .into_iter()
+            .zip(listeners)
+            .map(|(r, (api, dcgm))| (r, api, dcgm))
+            .collect();
+        server::serve_all(set, shutdown).await;
+    }
+}
+
+/// Why a simulator could not start.
+#[derive(Debug)]
+pub enum SimError {
+    /// The model does not fit the GPU as configured.
+    Memory(MemoryError),
+    /// An engine thread could not be started.
+    Thread(std::io::Error),
+    /// Zero replicas.
+    NoReplica,
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Memory(e) => write!(f, "{e}"),
+            SimError::Thread(e) => write!(f, "cannot start an engine thread: {e}"),
+            SimError::NoReplica => f.write_str("no replica to serve"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}

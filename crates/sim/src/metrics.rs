@@ -1,0 +1,368 @@
+//! `GET /metrics`: the engine's statistics in exactly the shape vLLM 0.33 serves them (same
+//! families and order, HELP text, label names, bucket layouts, `_created` companions and
+//! number format), written through `promtext`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use inferscale_catalog::vllm::{
+    self, CACHE_CONFIG_INFO, DEPRECATED_FAMILIES, FAMILIES, MetricKind, RUNTIME_FAMILIES,
+    VllmFamily, created_name, extra_label_values,
+};
+use inferscale_engine::stats::{Hist, Stats};
+use inferscale_promtext::{Exposition, Format, MetricType, WriteOptions, write};
+
+/// HTTP statistics, as prometheus-fastapi-instrumentator keeps them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpStats {
+    /// Requests by `(handler, method, status class)`.
+    pub(crate) requests: BTreeMap<(String, String, String), f64>,
+    /// Request sizes by handler: `(count, sum)`.
+    pub(crate) request_size: BTreeMap<String, (f64, f64)>,
+    /// Response sizes by handler: `(count, sum)`.
+    pub(crate) response_size: BTreeMap<String, (f64, f64)>,
+    /// Durations over all handlers (fine buckets).
+    pub(crate) duration_highr: Option<Hist>,
+    /// Durations by `(handler, method)` (coarse buckets).
+    pub(crate) duration: BTreeMap<(String, String), Hist>,
+}
+
+/// The fine buckets of `http_request_duration_highr_seconds`.
+const HIGHR: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
+    7.5, 10.0, 30.0, 60.0,
+];
+/// The coarse buckets of `http_request_duration_seconds`.
+const COARSE: &[f64] = &[0.1, 0.5, 1.0];
+
+fn hist_with(bounds: &[f64]) -> Hist {
+    Hist { bounds: bounds.to_vec(), counts: vec![0; bounds.len() + 1], sum: 0.0, count: 0 }
+}
+
+impl HttpStats {
+    /// Records one handled request (handlers vLLM excludes are not passed in).
+    pub(crate) fn record(&mut self, handler: &str, method: &str, status: u16, req_bytes: f64, resp_bytes: f64, seconds: f64) {
+        let class = format!("{}xx", status / 100);
+        *self.requests.entry((handler.to_owned(), method.to_owned(), class)).or_insert(0.0) += 1.0;
+        let r = self.request_size.entry(handler.to_owned()).or_insert((0.0, 0.0));
+        r.0 += 1.0;
+        r.1 += req_bytes;
+        let r = self.response_size.entry(handler.to_owned()).or_insert((0.0, 0.0));
+        r.0 += 1.0;
+        r.1 += resp_bytes;
+        self.duration_highr.get_or_insert_with(|| hist_with(HIGHR)).observe(seconds);
+        self.duration
+            .entry((handler.to_owned(), method.to_owned()))
+            .or_insert_with(|| hist_with(COARSE))
+            .observe(seconds);
+    }
+}
+
+/// What the renderer needs besides the engine's statistics.
+pub(crate) struct Context<'a> {
+    /// `model_name` label.
+    pub(crate) model_name: &'a str,
+    /// Unix time the families were created (the server's start).
+    pub(crate) created: f64,
+    /// `gpu_memory_utilization` as configured.
+    pub(crate) gpu_memory_utilization: f64,
+    /// KV cache dtype label (`auto`, `fp8`).
+    pub(crate) cache_dtype: &'a str,
+    /// Also serve the pre-0.11 names.
+    pub(crate) show_deprecated: bool,
+    /// The simulator process's own numbers for `process_*`.
+    pub(crate) process: ProcessInfo,
+}
+
+/// Numbers about the serving process, for the `process_*` families.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcessInfo {
+    /// Virtual memory, bytes.
+    pub(crate) virtual_bytes: f64,
+    /// Resident memory, bytes.
+    pub(crate) resident_bytes: f64,
+    /// Start time, Unix seconds.
+    pub(crate) start_time: f64,
+    /// CPU seconds used.
+    pub(crate) cpu_seconds: f64,
+    /// Open file descriptors.
+    pub(crate) open_fds: f64,
+    /// The descriptor limit.
+    pub(crate) max_fds: f64,
+}
+
+impl ProcessInfo {
+    /// Reads this process's numbers from `/proc` (zeros where unavailable).
+    pub(crate) fn current(start_time: f64) -> ProcessInfo {
+        let mut p = ProcessInfo { start_time, max_fds: 1024.0, ..ProcessInfo::default() };
+        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+            let mut it = statm.split_whitespace().map(|x| x.parse::<f64>().unwrap_or(0.0) * 4096.0);
+            p.virtual_bytes = it.next().unwrap_or(0.0);
+            p.resident_bytes = it.next().unwrap_or(0.0);
+        }
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+            // Fields after the command name (which may contain spaces) start at ')'.
+            if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+                p.cpu_seconds = (ticks(11) + ticks(12)) / 100.0;
+            }
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            p.open_fds = dir.count() as f64;
+        }
+        if let Ok(limits) = std::fs::read_to_string("/proc/self/limits")
+            && let Some(line) = limits.lines().find(|l| l.starts_with("Max open files"))
+        {
+            p.max_fds = line.split_whitespace().nth(3).and_then(|x| x.parse().ok()).unwrap_or(1024.0);
+        }
+        p
+    }
+}
+
+type Labels<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+
+fn sorted(mut l: Labels<'_>) -> Labels<'_> {
+    l.sort_by(|a, b| a.0.cmp(&b.0));
+    l
+}
+
+struct Out<'a> {
+    exp: Exposition<'a>,
+    created: f64,
+}
+
+impl<'a> Out<'a> {
+    fn family(&mut self, name: impl Into<Cow<'a, str>>, kind: MetricType, help: &'a str) {
+        self.exp.push_family(name, kind, Some(Cow::Borrowed(help)), None);
+    }
+
+    fn sample(&mut self, name: impl Into<Cow<'a, str>>, labels: Labels<'a>, v: f64) {
+        self.exp.push_sample(name, sorted(labels), v, None);
+    }
+
+    fn hist(&mut self, base: &str, labels: &Labels<'a>, h: &Hist) {
+        for (le, c) in h.cumulative() {
+            let mut l = labels.clone();
+            l.push((Cow::Borrowed("le"), Cow::Owned(inferscale_promtext::format_float(le, inferscale_promtext::FloatStyle::Python))));
+            self.sample(format!("{base}_bucket"), l, c as f64);
+        }
+        self.sample(format!("{base}_count"), labels.clone(), h.count as f64);
+        self.sample(format!("{base}_sum"), labels.clone(), h.sum);
+    }
+
+    /// A `_created` gauge family for `name`, one sample per label set.
+    fn created(&mut self, name: &str, counter: bool, help: &'a str, label_sets: &[Labels<'a>]) {
+        let n = created_name(name, counter);
+        self.family(n.clone(), MetricType::Gauge, help);
+        for l in label_sets {
+            self.sample(n.clone(), l.clone(), self.created);
+        }
+    }
+}
+
+fn base_labels<'a>(fam: &VllmFamily, model: &'a str) -> Labels<'a> {
+    let mut l: Labels<'a> = vec![(Cow::Borrowed("model_name"), Cow::Borrowed(model))];
+    if fam.engine_label {
+        l.push((Cow::Borrowed("engine"), Cow::Borrowed("0")));
+    }
+    l
+}
+
+/// The value of a scalar vLLM family for one value of its extra label (`None` for families
+/// without one).
+fn scalar(name: &str, extra: Option<&str>, s: &Stats) -> f64 {
+    let u = |x: u64| x as f64;
+    match (name, extra) {
+        ("vllm:num_requests_running", _) => f64::from(s.running),
+        ("vllm:num_requests_waiting", _) => f64::from(s.waiting),
+        ("vllm:num_requests_waiting_by_reason", Some("capacity")) => f64::from(s.waiting),
+        ("vllm:engine_sleep_state", Some("awake")) => 1.0,
+        ("vllm:kv_cache_usage_perc", _) | ("vllm:gpu_cache_usage_perc", _) => s.kv_usage,
+        ("vllm:prefix_cache_queries_total", _) | ("vllm:gpu_prefix_cache_queries_total", _) => {
+            u(s.prefix_cache_queries)
+        }
+        ("vllm:num_preemptions_total", _) => u(s.preemptions),
+        ("vllm:prompt_tokens_total", _) => u(s.prompt_tokens),
+        ("vllm:prompt_tokens_by_source_total", Some("local_compute")) => u(s.prompt_tokens),
+        ("vllm:generation_tokens_total", _) => u(s.generation_tokens),
+        ("vllm:request_success_total", Some(r)) => {
+            vllm::FINISH_REASONS.iter().position(|x| *x == r).map_or(0.0, |i| u(s.success[i]))
+        }
+        _ => 0.0,
+    }
+}
+
+fn histogram<'s>(name: &str, s: &'s Stats) -> Option<&'s Hist> {
+    Some(match name {
+        "vllm:request_prompt_tokens" => &s.request_prompt_tokens,
+        "vllm:request_generation_tokens" => &s.request_generation_tokens,
+        "vllm:iteration_tokens_total" => &s.iteration_tokens,
+        "vllm:request_max_num_generation_tokens" | "vllm:request_params_max_tokens" => &s.request_max_tokens,
+        "vllm:request_params_n" => &s.request_params_n,
+        "vllm:time_to_first_token_seconds" => &s.ttft,
+        "vllm:inter_token_latency_seconds" | "vllm:time_per_output_token_seconds" => &s.itl,
+        "vllm:request_time_per_output_token_seconds" => &s.tpot,
+        "vllm:e2e_request_latency_seconds" => &s.e2e,
+        "vllm:request_queue_time_seconds" => &s.queue_time,
+        "vllm:request_inference_time_seconds" => &s.inference_time,
+        "vllm:request_prefill_time_seconds" => &s.prefill_time,
+        "vllm:request_decode_time_seconds" => &s.decode_time,
+        "vllm:request_num_preemptions" => &s.num_preemptions,
+        "vllm:request_prefill_kv_computed_tokens" => &s.prefill_kv_computed,
+        _ => return None,
+    })
+}
+
+fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s: &Stats) {
+    let base = base_labels(fam, ctx.model_name);
+    let extra = fam.extra_labels.first().copied();
+    let values = extra_label_values(fam.name);
+    let label_sets: Vec<Labels<'a>> = match (extra, values.is_empty()) {
+        (Some(label), false) => values
+            .iter()
+            .map(|v| {
+                let mut l = base.clone();
+                l.push((Cow::Borrowed(label), Cow::Borrowed(*v)));
+                l
+            })
+            .collect(),
+        _ => vec![base.clone()],
+    };
+    match fam.kind {
+        MetricKind::Gauge | MetricKind::Counter => {
+            let kind = if fam.kind == MetricKind::Gauge { MetricType::Gauge } else { MetricType::Counter };
+            out.family(fam.name, kind, fam.help);
+            for (i, l) in label_sets.iter().enumerate() {
+                let v = scalar(fam.name, values.get(i).copied(), s);
+                out.sample(fam.name, l.clone(), v);
+            }
+            if kind == MetricType::Counter {
+                out.created(fam.name, true, fam.help, &label_sets);
+            }
+        }
+        MetricKind::Histogram => {
+            out.family(fam.name, MetricType::Histogram, fam.help);
+            let empty;
+            let h = match histogram(fam.name, s) {
+                Some(h) => h,
+                None => {
+                    empty = Hist::new(fam.buckets.unwrap_or(inferscale_catalog::buckets::BucketFamily::RequestLatency), 2048);
+                    &empty
+                }
+            };
+            out.hist(fam.name, &base, h);
+            out.created(fam.name, false, fam.help, &label_sets);
+        }
+    }
+}
+
+fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a str, ctx: &Context<'a>, http: &HttpStats) {
+    let t = match kind {
+        "counter" => MetricType::Counter,
+        "histogram" => MetricType::Histogram,
+        "summary" => MetricType::Summary,
+        _ => MetricType::Gauge,
+    };
+    let l = |pairs: &[(&'a str, &str)]| -> Labels<'a> {
+        pairs.iter().map(|(k, v)| (Cow::Borrowed(*k), Cow::Owned((*v).to_owned()))).collect()
+    };
+    let p = &ctx.process;
+    out.family(name, t, help);
+    match name {
+        "python_gc_objects_collected_total" | "python_gc_objects_uncollectable_total" | "python_gc_collections_total" => {
+            for g in ["0", "1", "2"] {
+                out.sample(name, l(&[("generation", g)]), 0.0);
+            }
+        }
+        "python_info" => out.sample(
+            name,
+            l(&[("implementation", "CPython"), ("major", "3"), ("minor", "12"), ("patchlevel", "0"), ("version", "3.12.0")]),
+            1.0,
+        ),
+        "process_virtual_memory_bytes" => out.sample(name, vec![], p.virtual_bytes),
+        "process_resident_memory_bytes" => out.sample(name, vec![], p.resident_bytes),
+        "process_start_time_seconds" => out.sample(name, vec![], p.start_time),
+        "process_cpu_seconds_total" => out.sample(name, vec![], p.cpu_seconds),
+        "process_open_fds" => out.sample(name, vec![], p.open_fds),
+        "process_max_fds" => out.sample(name, vec![], p.max_fds),
+        "http_requests_total" => {
+            let sets: Vec<Labels<'a>> = http
+                .requests
+                .keys()
+                .map(|(h, m, st)| l(&[("handler", h), ("method", m), ("status", st)]))
+                .collect();
+            for (labels, v) in sets.iter().zip(http.requests.values()) {
+                out.sample(name, labels.clone(), *v);
+            }
+            out.created(name, true, help, &sets);
+        }
+        "http_request_size_bytes" | "http_response_size_bytes" => {
+            let map = if name == "http_request_size_bytes" { &http.request_size } else { &http.response_size };
+            let mut sets = Vec::new();
+            for (h, (count, sum)) in map {
+                let labels = l(&[("handler", h)]);
+                out.sample(format!("{name}_count"), labels.clone(), *count);
+                out.sample(format!("{name}_sum"), labels.clone(), *sum);
+                sets.push(labels);
+            }
+            out.created(name, false, help, &sets);
+        }
+        "http_request_duration_highr_seconds" => {
+            let h = http.duration_highr.clone().unwrap_or_else(|| hist_with(HIGHR));
+            out.hist(name, &vec![], &h);
+            out.created(name, false, help, &[vec![]]);
+        }
+        "http_request_duration_seconds" => {
+            let mut sets = Vec::new();
+            for ((h, m), hist) in &http.duration {
+                let labels = l(&[("handler", h), ("method", m)]);
+                out.hist(name, &labels, hist);
+                sets.push(labels);
+            }
+            out.created(name, false, help, &sets);
+        }
+        _ => {}
+    }
+}
+
+/// Renders the whole `/metrics` body.
+pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
+    let mut out = Out { exp: Exposition::new(Format::PrometheusText), created: ctx.created };
+    let (before, after): (Vec<_>, Vec<_>) = RUNTIME_FAMILIES.iter().partition(|(n, _, _)| !n.starts_with("http_"));
+    for (name, kind, help) in before {
+        runtime_family(&mut out, name, kind, help, ctx, http);
+    }
+    for fam in FAMILIES {
+        vllm_family(&mut out, fam, ctx, s);
+    }
+    if ctx.show_deprecated {
+        for (fam, _) in DEPRECATED_FAMILIES {
+            vllm_family(&mut out, fam, ctx, s);
+        }
+    }
+    let block = "16".to_owned();
+    let blocks = s.num_gpu_blocks.to_string();
+    let util = inferscale_promtext::format_float(ctx.gpu_memory_utilization, inferscale_promtext::FloatStyle::Python);
+    let labels: Labels<'_> = CACHE_CONFIG_INFO
+        .iter()
+        .map(|(k, v)| {
+            let v: Cow<'_, str> = match *k {
+                "block_size" => Cow::Owned(block.clone()),
+                "num_gpu_blocks" => Cow::Owned(blocks.clone()),
+                "gpu_memory_utilization" => Cow::Owned(util.clone()),
+                "cache_dtype" => Cow::Owned(ctx.cache_dtype.to_owned()),
+                // Prefix caching is not simulated, and the label says so.
+                "enable_prefix_caching" => Cow::Borrowed("False"),
+                _ => Cow::Borrowed(*v),
+            };
+            (Cow::Borrowed(*k), v)
+        })
+        .collect();
+    out.family("vllm:cache_config_info", MetricType::Gauge, "Information of the LLMEngine CacheConfig");
+    out.sample("vllm:cache_config_info", labels, 1.0);
+    for (name, kind, help) in after {
+        runtime_family(&mut out, name, kind, help, ctx, http);
+    }
+    write(&out.exp, WriteOptions::new(Format::PrometheusText))
+}

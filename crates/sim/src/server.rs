@@ -1,0 +1,702 @@
+//! The HTTP side: vLLM's OpenAI-compatible routes, `/metrics`, `/health`, `/version`, and the
+//! DCGM exporter's `/metrics` on its own listener.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use inferscale_engine::RequestSpec;
+use inferscale_engine::stats::FinishReason;
+use inferscale_openai::{
+    ChatChoice, ChatCompletion, ChatMessage, Completion, CompletionChoice, ErrorBody, ModelCard,
+    ModelList, Usage,
+};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::dcgm::DcgmState;
+use crate::faults::Fate;
+use crate::metrics::{self, HttpStats, ProcessInfo};
+use crate::replica::{Clock, EngineHandle, Update};
+use crate::tokens::{count_chat, count_text, fingerprint, token_text};
+use crate::SimConfig;
+
+/// The response body type: whole bodies and token streams alike.
+pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+
+/// One replica's shared state.
+pub(crate) struct Replica {
+    pub(crate) index: usize,
+    pub(crate) cfg: Arc<SimConfig>,
+    pub(crate) engine: EngineHandle,
+    pub(crate) clock: Clock,
+    pub(crate) load_time: f64,
+    pub(crate) created_unix: f64,
+    keys: AtomicU64,
+    http: Mutex<HttpStats>,
+    dcgm: Mutex<DcgmState>,
+}
+
+impl Replica {
+    pub(crate) fn new(index: usize, cfg: Arc<SimConfig>, engine: EngineHandle, clock: Clock, load_time: f64) -> Self {
+        let created_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Replica {
+            index,
+            cfg,
+            engine,
+            clock,
+            load_time,
+            created_unix,
+            keys: AtomicU64::new(0),
+            http: Mutex::new(HttpStats::default()),
+            dcgm: Mutex::new(DcgmState::default()),
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.clock.now() >= self.load_time
+    }
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).map_err(|never: Infallible| match never {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
+    full(status, "application/json", serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn error(status: StatusCode, message: impl Into<String>, param: Option<&str>) -> Response<Body> {
+    let kind = match status {
+        StatusCode::BAD_REQUEST => "BadRequestError",
+        StatusCode::NOT_FOUND => "NotFoundError",
+        StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailableError",
+        _ => "InternalServerError",
+    };
+    json(status, &ErrorBody::new(status.as_u16(), kind, message, param))
+}
+
+/// Serves `listener` until `shutdown` changes; `dcgm` selects the DCGM exporter's routes.
+pub(crate) async fn serve_listener(listener: TcpListener, replica: Arc<Replica>, dcgm: bool, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => break,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let _ = stream.set_nodelay(true);
+        let replica = Arc::clone(&replica);
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let replica = Arc::clone(&replica);
+                async move { Ok::<_, Infallible>(route(req, replica, dcgm).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .max_buf_size(64 * 1024)
+                .serve_connection(TokioIo::new(stream), svc);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+}
+
+async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    if dcgm {
+        return match (method, path.as_str()) {
+            (Method::GET, "/metrics") => dcgm_metrics(&r).await,
+            _ => error(StatusCode::NOT_FOUND, format!("no route {path} (the DCGM endpoint serves /metrics)"), None),
+        };
+    }
+    let started = Instant::now();
+    let req_bytes = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let (resp, handler) = match (&method, path.as_str()) {
+        (&Method::GET, "/health") => (health(&r), None),
+        (&Method::GET, "/ping") | (&Method::POST, "/ping") => (health(&r), None),
+        (&Method::GET, "/version") => (json(StatusCode::OK, &serde_json::json!({ "version": "0.33.0" })), None),
+        (&Method::GET, "/metrics") => (vllm_metrics(&r).await, None),
+        (&Method::GET, "/v1/models") => (models(&r), Some("/v1/models")),
+        (&Method::POST, "/v1/completions") => (generate(req, &r, false).await, Some("/v1/completions")),
+        (&Method::POST, "/v1/chat/completions") => (generate(req, &r, true).await, Some("/v1/chat/completions")),
+        (_, "/v1/completions" | "/v1/chat/completions" | "/v1/models" | "/health" | "/metrics" | "/version") => {
+            (error(StatusCode::METHOD_NOT_ALLOWED, format!("method {method} is not allowed on {path}"), None), None)
+        }
+        _ => (error(StatusCode::NOT_FOUND, format!("no route {path}"), None), None),
+    };
+    if let Some(h) = handler {
+        let resp_bytes = hyper::body::Body::size_hint(resp.body()).exact().unwrap_or(0) as f64;
+        let seconds = started.elapsed().as_secs_f64() * r.clock.speedup();
+        if let Ok(mut s) = r.http.lock() {
+            s.record(h, method.as_str(), resp.status().as_u16(), req_bytes, resp_bytes, seconds);
+        }
+    }
+    resp
+}
+
+fn health(r: &Replica) -> Response<Body> {
+    if r.ready() {
+        full(StatusCode::OK, "application/json", Bytes::new())
+    } else {
+        let left = r.load_time - r.clock.now();
+        error(StatusCode::SERVICE_UNAVAILABLE, format!("the model is loading ({left:.0} simulated seconds left)"), None)
+    }
+}
+
+fn models(r: &Replica) -> Response<Body> {
+    json(
+        StatusCode::OK,
+        &ModelList {
+            object: "list".into(),
+            data: vec![ModelCard {
+                id: r.cfg.served_model_name.clone(),
+                object: "model".into(),
+                created: r.created_unix as u64,
+                owned_by: "vllm".into(),
+                root: Some(r.cfg.engine.model.hf_id.clone()),
+                max_model_len: Some(u64::from(r.cfg.engine.max_model_len)),
+            }],
+        },
+    )
+}
+
+async fn vllm_metrics(r: &Replica) -> Response<Body> {
+    let Some(snap) = r.engine.snapshot().await else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None);
+    };
+    let http = r.http.lock().map(|h| h.clone()).unwrap_or_default();
+    let ctx = metrics::Context {
+        model_name: &r.cfg.served_model_name,
+        created: r.created_unix,
+        gpu_memory_utilization: r.cfg.engine.gpu_memory_utilization,
+        cache_dtype: if r.cfg.engine.kv_dtype_bytes < 2.0 { "fp8" } else { "auto" },
+        show_deprecated: r.cfg.show_deprecated_metrics,
+        process: ProcessInfo::current(r.created_unix),
+    };
+    let body = metrics::render(&snap.stats, &ctx, &http);
+    full(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+}
+
+async fn dcgm_metrics(r: &Replica) -> Response<Body> {
+    let Some(snap) = r.engine.snapshot().await else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None);
+    };
+    let body = match r.dcgm.lock() {
+        Ok(mut d) => {
+            d.collect(&snap, &r.cfg.engine.gpu);
+            d.render(&r.cfg.engine, &r.cfg.hostname, r.cfg.engine.seed, r.index)
+        }
+        Err(_) => String::new(),
+    };
+    full(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+}
+
+/// A validated generation request.
+#[derive(Debug)]
+struct Generation {
+    prompt_tokens: u32,
+    prompt_fingerprint: u64,
+    max_tokens: u32,
+    stream: bool,
+    include_usage: bool,
+    ignore_eos: bool,
+}
+
+type Invalid = Box<Response<Body>>;
+
+fn bad(message: impl Into<String>, param: &str) -> Invalid {
+    Box::new(error(StatusCode::BAD_REQUEST, message, Some(param)))
+}
+
+fn get_bool(v: &Value, field: &str) -> Result<Option<bool>, Invalid> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(bad(format!("`{field}` must be a boolean, not {other}"), field)),
+    }
+}
+
+/// Checks a request body the way vLLM's OpenAI server does (the subset the simulator acts on;
+/// other sampling fields are accepted and ignored).
+fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid> {
+    let obj = body.as_object().ok_or_else(|| bad("the request body must be a JSON object", "body"))?;
+    if let Some(model) = obj.get("model").filter(|m| !m.is_null()) {
+        let name = model.as_str().ok_or_else(|| bad("`model` must be a string", "model"))?;
+        if name != r.cfg.served_model_name {
+            return Err(Box::new(error(
+                StatusCode::NOT_FOUND,
+                format!("The model `{name}` does not exist. Available: `{}`.", r.cfg.served_model_name),
+                Some("model"),
+            )));
+        }
+    }
+    let (prompt_tokens, prompt_fingerprint) = if chat {
+        let msgs = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| bad("`messages` must be a non-empty array of {role, content} objects", "messages"))?;
+        let mut contents = Vec::with_capacity(msgs.len());
+        for (i, m) in msgs.iter().enumerate() {
+            if !m.get("role").is_some_and(Value::is_string) {
+                return Err(bad(format!("`messages[{i}].role` must be a string"), "messages"));
+            }
+            let content = match m.get("content") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Some(Value::Null) | None => String::new(),
+                Some(_) => return Err(bad(format!("`messages[{i}].content` must be a string or an array of parts"), "messages")),
+            };
+            contents.push(content);
+        }
+        let joined = contents.join("\n");
+        (count_chat(contents.iter().map(String::as_str)), fingerprint(&joined))
+    } else {
+        match obj.get("prompt") {
+            Some(Value::String(s)) if !s.is_empty() => (count_text(s).max(1), fingerprint(s)),
+            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+                let s = a[0].as_str().unwrap_or("");
+                (count_text(s).max(1), fingerprint(s))
+            }
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => {
+                (a.len() as u32, fingerprint(&serde_json::to_string(a).unwrap_or_default()))
+            }
+            Some(Value::Array(a)) if a.len() > 1 => {
+                return Err(bad("the simulator serves one prompt per request (`prompt` has several)", "prompt"));
+            }
+            None | Some(Value::Null) => return Err(bad("`prompt` is required", "prompt")),
+            _ => return Err(bad("`prompt` must be a non-empty string or a list of token ids", "prompt")),
+        }
+    };
+    let max_model_len = r.cfg.engine.max_model_len;
+    let field = if chat && obj.get("max_completion_tokens").is_some_and(|v| !v.is_null()) { "max_completion_tokens" } else { "max_tokens" };
+    let max_tokens = match obj.get(field) {
+        None | Some(Value::Null) => max_model_len.saturating_sub(prompt_tokens).max(1),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+            _ => return Err(bad(format!("`{field}` must be an integer of at least 1, not {v}"), field)),
+        },
+    };
+    if let Some(t) = obj.get("temperature").filter(|t| !t.is_null()) {
+        match t.as_f64() {
+            Some(x) if x >= 0.0 && x.is_finite() => {}
+            _ => return Err(bad(format!("`temperature` must be a non-negative number, not {t}"), "temperature")),
+        }
+    }
+    if let Some(n) = obj.get("n").filter(|n| !n.is_null())
+        && n.as_u64() != Some(1)
+    {
+        return Err(bad(format!("`n` must be 1 for the simulator, not {n}"), "n"));
+    }
+    let stream = get_bool(body, "stream")?.unwrap_or(false);
+    let include_usage = match obj.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(o) if !stream => {
+            let _ = o;
+            return Err(bad("Stream options can only be defined when `stream=True`.", "stream_options"));
+        }
+        Some(o) => match o.get("include_usage") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => return Err(bad(format!("`stream_options.include_usage` must be a boolean, not {other}"), "stream_options")),
+        },
+    };
+    let ignore_eos = get_bool(body, "ignore_eos")?.unwrap_or(false);
+    let total = u64::from(prompt_tokens) + u64::from(max_tokens);
+    if total > u64::from(max_model_len) {
+        return Err(bad(
+            format!(
+                "This model's maximum context length is {max_model_len} tokens. However, you requested {total} tokens \
+                 ({prompt_tokens} in the {}, {max_tokens} in the completion). Please reduce the length of the {} or completion.",
+                if chat { "messages" } else { "prompt" },
+                if chat { "messages" } else { "prompt" },
+            ),
+            field,
+        ));
+    }
+    Ok(Generation { prompt_tokens, prompt_fingerprint, max_tokens, stream, include_usage, ignore_eos })
+}
+
+/// Cancels the engine request when the response is dropped before it completed (the client
+/// disconnected), as vLLM aborts on disconnect.
+struct CancelGuard {
+    engine: EngineHandle,
+    key: u64,
+    armed: bool,
+}
+
+impl CancelGuard {
+    fn end(&mut self, reason: Option<FinishReason>) {
+        if self.armed {
+            self.armed = false;
+            if let Some(reason) = reason {
+                self.engine.cancel(self.key, reason);
+            }
+        }
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        self.end(Some(FinishReason::Abort));
+    }
+}
+
+async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Response<Body> {
+    if !r.ready() {
+        return health(r);
+    }
+    let limit = r.cfg.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return error(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"), None);
+    }
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"), None);
+        }
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("could not read the request body: {e}"), None),
+    };
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the request body is not valid JSON: {e}"), Some("body")),
+    };
+    let g = match validate(&value, chat, r) {
+        Ok(g) => g,
+        Err(resp) => return *resp,
+    };
+    let key = r.keys.fetch_add(1, Ordering::Relaxed);
+    let fate = r.cfg.faults.draw(r.cfg.engine.seed, key, g.max_tokens);
+    if fate.error_500 {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "injected fault: internal server error", None);
+    }
+    if fate.stall {
+        tokio::time::sleep(r.clock.wall(r.cfg.faults.stall_s)).await;
+    }
+    let spec = RequestSpec { prompt_tokens: g.prompt_tokens, max_tokens: g.max_tokens, ignore_eos: g.ignore_eos };
+    let rx = r.engine.submit(key, spec);
+    let guard = CancelGuard { engine: r.engine.clone(), key, armed: true };
+    let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let id = format!("{}-{:016x}", if chat { "chatcmpl" } else { "cmpl" }, inferscale_engine::mix(&[r.cfg.engine.seed, r.index as u64, key]));
+    let stream = Stream {
+        rx,
+        guard,
+        chat,
+        id,
+        created,
+        model_json: serde_json::to_string(&r.cfg.served_model_name).unwrap_or_else(|_| "\"model\"".into()),
+        seed: r.cfg.engine.seed,
+        fingerprint: g.prompt_fingerprint,
+        include_usage: g.include_usage,
+        sent: 0,
+        role_sent: false,
+        fate,
+        state: StreamState::Open,
+    };
+    if g.stream {
+        let mut resp = Response::new(BoxBody::new(stream));
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+        resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        resp
+    } else {
+        whole_response(stream).await
+    }
+}
+
+async fn whole_response(mut s: Stream) -> Response<Body> {
+    let (output, reason, prompt) = loop {
+        match s.rx.recv().await {
+            Some(Update::Token(n)) => {
+                if s.fate.cut_after.is_some_and(|at| n >= at) || s.fate.malformed_after.is_some_and(|at| n >= at) {
+                    break (n, FinishReason::Abort, 0);
+                }
+            }
+            Some(Update::Done { reason, prompt, output }) => {
+                s.guard.end(None);
+                break (output, reason, prompt);
+            }
+            None => return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None),
+        }
+    };
+    let text: String = (0..output).map(|i| format!(" {}", token_text(s.seed, s.fingerprint, i))).collect();
+    if s.fate.malformed_after.is_some() && s.guard.armed {
+        s.guard.end(Some(FinishReason::Error));
+        let broken = format!("{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}", s.id, text.trim());
+        return full(StatusCode::OK, "application/json", broken);
+    }
+    if s.fate.cut_after.is_some() && s.guard.armed {
+        s.guard.end(Some(FinishReason::Abort));
+        let half = format!("{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}", s.id, text.trim());
+        let frames = futures_cut(half);
+        let mut resp = Response::new(frames);
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return resp;
+    }
+    let usage = Usage::new(u64::from(prompt), u64::from(output));
+    let finish = Some(reason_label(reason).to_owned());
+    if s.chat {
+        json(
+            StatusCode::OK,
+            &ChatCompletion {
+                id: s.id.clone(),
+                object: "chat.completion".into(),
+                created: s.created,
+                model: serde_json::from_str(&s.model_json).unwrap_or_default(),
+                choices: vec![ChatChoice {
+                    index: 0,
+                    message: ChatMessage { role: "assistant".into(), content: text },
+                    logprobs: None,
+                    finish_reason: finish,
+                    stop_reason: None,
+                }],
+                usage,
+            },
+        )
+    } else {
+        json(
+            StatusCode::OK,
+            &Completion {
+                id: s.id.clone(),
+                object: "text_completion".into(),
+                created: s.created,
+                model: serde_json::from_str(&s.model_json).unwrap_or_default(),
+                choices: vec![CompletionChoice { index: 0, text, logprobs: None, finish_reason: finish, stop_reason: None }],
+                usage: Some(usage),
+            },
+        )
+    }
+}
+
+fn reason_label(r: FinishReason) -> &'static str {
+    r.label()
+}
+
+/// A body that sends `head`, then fails (the connection is dropped mid-response).
+fn futures_cut(head: String) -> Body {
+    BoxBody::new(CutBody { head: Some(Bytes::from(head)) })
+}
+
+struct CutBody {
+    head: Option<Bytes>,
+}
+
+impl hyper::body::Body for CutBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.head.take() {
+            Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            None => Poll::Ready(Some(Err(std::io::Error::other("injected fault: response cut")))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamState {
+    Open,
+    /// Send an error next (a cut), then end.
+    Cut,
+    Closed,
+}
+
+/// A request's token stream, as server-sent events.
+struct Stream {
+    rx: mpsc::UnboundedReceiver<Update>,
+    guard: CancelGuard,
+    chat: bool,
+    id: String,
+    created: u64,
+    model_json: String,
+    seed: u64,
+    fingerprint: u64,
+    include_usage: bool,
+    sent: u32,
+    role_sent: bool,
+    fate: Fate,
+    state: StreamState,
+}
+
+impl Stream {
+    fn head(&self, out: &mut String) {
+        out.push_str("data: {\"id\":\"");
+        out.push_str(&self.id);
+        out.push_str(if self.chat { "\",\"object\":\"chat.completion.chunk\",\"created\":" } else { "\",\"object\":\"text_completion\",\"created\":" });
+        out.push_str(&self.created.to_string());
+        out.push_str(",\"model\":");
+        out.push_str(&self.model_json);
+    }
+
+    fn token(&self, out: &mut String, text: &str) {
+        self.head(out);
+        if self.chat {
+            out.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+            push_json_str(out, text);
+            out.push_str("\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        } else {
+            out.push_str(",\"choices\":[{\"index\":0,\"text\":\"");
+            push_json_str(out, text);
+            out.push_str("\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}\n\n");
+        }
+    }
+
+    fn role(&self, out: &mut String) {
+        self.head(out);
+        out.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    }
+
+    fn finish(&self, out: &mut String, reason: FinishReason, prompt: u32, output: u32) {
+        self.head(out);
+        let r = reason_label(reason);
+        if self.chat {
+            out.push_str(&format!(",\"choices\":[{{\"index\":0,\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"{r}\"}}]}}\n\n"));
+        } else {
+            out.push_str(&format!(",\"choices\":[{{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{r}\",\"stop_reason\":null}}]}}\n\n"));
+        }
+        if self.include_usage {
+            self.head(out);
+            out.push_str(&format!(
+                ",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{output}}}}}\n\n",
+                prompt + output
+            ));
+        }
+        out.push_str("data: [DONE]\n\n");
+    }
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+}
+
+impl hyper::body::Body for Stream {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        match this.state {
+            StreamState::Closed => return Poll::Ready(None),
+            StreamState::Cut => {
+                this.state = StreamState::Closed;
+                return Poll::Ready(Some(Err(std::io::Error::other("injected fault: stream cut"))));
+            }
+            StreamState::Open => {}
+        }
+        let mut out = String::new();
+        if this.chat && !this.role_sent {
+            this.role_sent = true;
+            this.role(&mut out);
+        }
+        loop {
+            match this.rx.poll_recv(cx) {
+                Poll::Ready(Some(Update::Token(n))) => {
+                    for i in this.sent..n {
+                        this.token(&mut out, &format!(" {}", token_text(this.seed, this.fingerprint, i)));
+                    }
+                    this.sent = this.sent.max(n);
+                    if this.fate.cut_after.is_some_and(|at| this.sent >= at) {
+                        this.guard.end(Some(FinishReason::Abort));
+                        this.state = StreamState::Cut;
+                        break;
+                    }
+                    if this.fate.malformed_after.is_some_and(|at| this.sent >= at) {
+                        this.guard.end(Some(FinishReason::Error));
+                        this.head(&mut out);
+                        out.push_str(",\"choices\":[{\"index\":0,\"text\":\" broken\\u00\n\n");
+                        this.state = StreamState::Closed;
+                        break;
+                    }
+                }
+                Poll::Ready(Some(Update::Done { reason, prompt, output })) => {
+                    this.guard.end(None);
+                    this.finish(&mut out, reason, prompt, output);
+                    this.state = StreamState::Closed;
+                    break;
+                }
+                Poll::Ready(None) => {
+                    this.guard.end(None);
+                    this.state = StreamState::Closed;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if out.is_empty() {
+            return match this.state {
+                StreamState::Open => Poll::Pending,
+                StreamState::Cut => {
+                    this.state = StreamState::Closed;
+                    Poll::Ready(Some(Err(std::io::Error::other("injected fault: stream cut"))))
+                }
+                StreamState::Closed => Poll::Ready(None),
+            };
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))))
+    }
+}
+
+/// Serves a set of replicas until `shutdown` resolves.
+pub(crate) async fn serve_all(
+    replicas: Vec<(Arc<Replica>, TcpListener, Option<TcpListener>)>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for (r, api, dcgm) in replicas {
+        tasks.push(tokio::spawn(serve_listener(api, Arc::clone(&r), false, stop_rx.clone())));
+        if let Some(d) = dcgm {
+            tasks.push(tokio::spawn(serve_listener(d, r, true, stop_rx.clone())));
+        }
+    }
+    shutdown.await;
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+}
