@@ -5,6 +5,9 @@
 //! more than 100,000 series with `inferscale-promtext`, the `prometheus-parse` crate and
 //! Python's `prometheus_client`, and prints throughput and ratios. `bench/parse.sh` wraps it
 //! with a Python virtual environment. Results also go to `target/bench/parse.json`.
+//!
+//! `sim-capacity` drives the simulator's `instant` profile with thousands of concurrent
+//! streams (`bench/sim-capacity.sh`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,6 +15,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+
+mod sim_capacity;
 
 /// One measurement.
 struct Measure {
@@ -273,7 +278,8 @@ fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("parse") => parse_bench(&args[1..]),
-        _ => Err("usage: inferscale-bench parse [--python PATH] [--seconds S]".to_owned()),
+        Some("sim-capacity") => sim_capacity::run(&args[1..]),
+        _ => Err("usage: inferscale-bench parse [--python PATH] [--seconds S]\n       inferscale-bench sim-capacity --addr HOST:PORT [--streams N] [--tokens T] [--pid PID]".to_owned()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -178,6 +178,14 @@ pub fn field(name: &str) -> Option<&'static DcgmField> {
 /// The volatile ECC counters, disabled in the default CSV but commonly enabled (the community
 /// guide's Tier 3 watches single-bit errors); the simulator serves them after the defaults.
 pub static ECC_FIELDS: &[DcgmField] = &[
-    DcgmField { name: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", kind: FieldKind::Counter, help: "Total number of single-bit volatile ECC errors." },
-    DcgmField { name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", kind: FieldKind::Counter, help: "Total number of double-bit volatile ECC errors." },
+    DcgmField {
+        name: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        kind: FieldKind::Counter,
+        help: "Total number of single-bit volatile ECC errors.",
+    },
+    DcgmField {
+        name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        kind: FieldKind::Counter,
+        help: "Total number of double-bit volatile ECC errors.",
+    },
 ];

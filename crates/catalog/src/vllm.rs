@@ -363,21 +363,77 @@ pub const FINISH_REASONS: &[&str] = &["stop", "length", "abort", "error", "repet
 /// runtime collectors and prometheus-fastapi-instrumentator's HTTP metrics, as
 /// `(name, type, HELP)` in the order vLLM 0.33 lists them (single-API-server mode).
 pub static RUNTIME_FAMILIES: &[(&str, &str, &str)] = &[
-    ("python_gc_objects_collected_total", "counter", "Objects collected during gc"),
-    ("python_gc_objects_uncollectable_total", "counter", "Uncollectable objects found during GC"),
-    ("python_gc_collections_total", "counter", "Number of times this generation was collected"),
+    (
+        "python_gc_objects_collected_total",
+        "counter",
+        "Objects collected during gc",
+    ),
+    (
+        "python_gc_objects_uncollectable_total",
+        "counter",
+        "Uncollectable objects found during GC",
+    ),
+    (
+        "python_gc_collections_total",
+        "counter",
+        "Number of times this generation was collected",
+    ),
     ("python_info", "gauge", "Python platform information"),
-    ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes."),
-    ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes."),
-    ("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds."),
-    ("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds."),
-    ("process_open_fds", "gauge", "Number of open file descriptors."),
-    ("process_max_fds", "gauge", "Maximum number of open file descriptors."),
-    ("http_requests_total", "counter", "Total number of requests by method, status and handler."),
-    ("http_request_size_bytes", "summary", "Content length of incoming requests by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "),
-    ("http_response_size_bytes", "summary", "Content length of outgoing responses by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "),
-    ("http_request_duration_highr_seconds", "histogram", "Latency with many buckets but no API specific labels. Made for more accurate percentile calculations. "),
-    ("http_request_duration_seconds", "histogram", "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. "),
+    (
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+    ),
+    (
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+    ),
+    (
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+    ),
+    (
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+    ),
+    (
+        "process_open_fds",
+        "gauge",
+        "Number of open file descriptors.",
+    ),
+    (
+        "process_max_fds",
+        "gauge",
+        "Maximum number of open file descriptors.",
+    ),
+    (
+        "http_requests_total",
+        "counter",
+        "Total number of requests by method, status and handler.",
+    ),
+    (
+        "http_request_size_bytes",
+        "summary",
+        "Content length of incoming requests by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. ",
+    ),
+    (
+        "http_response_size_bytes",
+        "summary",
+        "Content length of outgoing responses by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. ",
+    ),
+    (
+        "http_request_duration_highr_seconds",
+        "histogram",
+        "Latency with many buckets but no API specific labels. Made for more accurate percentile calculations. ",
+    ),
+    (
+        "http_request_duration_seconds",
+        "histogram",
+        "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. ",
+    ),
 ];
 
 /// Every label of `vllm:cache_config_info` in vLLM 0.33 (one per `CacheConfig` field, plus
@@ -504,6 +560,10 @@ pub fn extra_label_values(name: &str) -> &'static [&'static str] {
 /// (`vllm:prompt_tokens_total` → `vllm:prompt_tokens_created`), a histogram keeps its whole
 /// name (`vllm:iteration_tokens_total` → `vllm:iteration_tokens_total_created`).
 pub fn created_name(name: &str, counter: bool) -> String {
-    let base = if counter { name.strip_suffix("_total").unwrap_or(name) } else { name };
+    let base = if counter {
+        name.strip_suffix("_total").unwrap_or(name)
+    } else {
+        name
+    };
     format!("{base}_created")
 }

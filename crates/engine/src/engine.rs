@@ -419,7 +419,13 @@ impl Engine {
 
     /// Ends a request early with `reason` (`abort` for a client that left, `error` for a
     /// failure). Returns false when the request is unknown or already finished.
-    pub fn cancel(&mut self, id: u64, now: f64, reason: FinishReason, events: &mut Vec<Event>) -> bool {
+    pub fn cancel(
+        &mut self,
+        id: u64,
+        now: f64,
+        reason: FinishReason,
+        events: &mut Vec<Event>,
+    ) -> bool {
         if let Some(pos) = self.waiting.iter().position(|r| r.id == id) {
             if let Some(mut r) = self.waiting.remove(pos) {
                 self.pool.release(&mut r.blocks);

@@ -26,7 +26,7 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 }
 
 /// Warm-up (100 sequential requests), then each rate for `step` seconds with `rest` seconds
-/// between, constant arrivals, the seeds' request (~30 prompt tokens, max_tokens 100).
+/// between, constant arrivals, the seeds' request (35 prompt tokens by the simulator's rule, max_tokens 100).
 fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>) {
     let mut engine = Engine::new(profile("aws-eks-ministral-8b-l40s").unwrap()).unwrap();
     let spec = RequestSpec {

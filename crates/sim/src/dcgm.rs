@@ -58,7 +58,8 @@ impl DcgmState {
             let tokens_rate = (s.generation_tokens - self.last_generation_tokens) as f64 / dt;
             // Decoding streams memory and draws less than compute-bound prefill.
             let compute_share = (busy - mem_bound).max(0.0);
-            let power = gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * (0.75 * mem_bound + 0.95 * compute_share).min(1.0);
+            let power = gpu.idle_w
+                + (gpu.tdp_w - gpu.idle_w) * (0.75 * mem_bound + 0.95 * compute_share).min(1.0);
             self.energy_mj += power * dt * 1000.0;
             // First-order thermal lag towards 30 °C at idle and 80 °C at the power limit.
             let target = 30.0 + 50.0 * (power / gpu.tdp_w);
@@ -71,7 +72,11 @@ impl DcgmState {
                 tensor_active: tensor,
                 dram_active: dram,
                 power_w: power,
-                sm_clock: if busy > 0.0 { gpu.sm_clock_mhz * snap.clock_fraction } else { gpu.sm_clock_idle_mhz },
+                sm_clock: if busy > 0.0 {
+                    gpu.sm_clock_mhz * snap.clock_fraction
+                } else {
+                    gpu.sm_clock_idle_mhz
+                },
                 pcie_tx: 20_000.0 + tokens_rate * 8.0,
                 pcie_rx: 30_000.0 + tokens_rate * 64.0,
             };
@@ -85,19 +90,39 @@ impl DcgmState {
     }
 
     /// The exposition, one series per rank.
-    pub(crate) fn render(&self, cfg: &EngineConfig, hostname: &str, seed: u64, replica: usize) -> String {
+    pub(crate) fn render(
+        &self,
+        cfg: &EngineConfig,
+        hostname: &str,
+        seed: u64,
+        replica: usize,
+    ) -> String {
         let gpu = &cfg.gpu;
         let r = &self.reading;
         let total_mib = gpu.memory_mib;
         let reserved_mib = (total_mib * 0.007).round();
         // vLLM takes gpu_memory_utilization of the device up front, plus its CUDA context.
-        let used_mib = if cfg.instant { 0.0 } else { (total_mib * cfg.gpu_memory_utilization + 512.0).min(total_mib - reserved_mib).round() };
+        let used_mib = if cfg.instant {
+            0.0
+        } else {
+            (total_mib * cfg.gpu_memory_utilization + 512.0)
+                .min(total_mib - reserved_mib)
+                .round()
+        };
         let free_mib = (total_mib - used_mib - reserved_mib).max(0.0);
         let temp = self.temperature.unwrap_or(30.0).round();
         let mut exp = Exposition::new(Format::PrometheusText);
         let ranks = cfg.tensor_parallel_size.max(1);
-        for field in DEFAULT_FIELDS.iter().chain(ECC_FIELDS).filter(|f| f.kind != FieldKind::Label) {
-            let kind = if field.kind == FieldKind::Counter { MetricType::Counter } else { MetricType::Gauge };
+        for field in DEFAULT_FIELDS
+            .iter()
+            .chain(ECC_FIELDS)
+            .filter(|f| f.kind != FieldKind::Label)
+        {
+            let kind = if field.kind == FieldKind::Counter {
+                MetricType::Counter
+            } else {
+                MetricType::Gauge
+            };
             exp.push_family(field.name, kind, Some(Cow::Borrowed(field.help)), None);
             for rank in 0..ranks {
                 let value = match field.name {
@@ -134,15 +159,33 @@ impl DcgmState {
                 let labels: Vec<(Cow<'_, str>, Cow<'_, str>)> = vec![
                     (Cow::Borrowed("gpu"), Cow::Owned(index.to_string())),
                     (Cow::Borrowed("UUID"), Cow::Owned(uuid)),
-                    (Cow::Borrowed("pci_bus_id"), Cow::Owned(format!("00000000:{:02X}:00.0", 0x18 + 0x11 * index))),
-                    (Cow::Borrowed("device"), Cow::Owned(format!("nvidia{index}"))),
-                    (Cow::Borrowed("modelName"), Cow::Owned(gpu.product_name.clone())),
+                    (
+                        Cow::Borrowed("pci_bus_id"),
+                        Cow::Owned(format!("00000000:{:02X}:00.0", 0x18 + 0x11 * index)),
+                    ),
+                    (
+                        Cow::Borrowed("device"),
+                        Cow::Owned(format!("nvidia{index}")),
+                    ),
+                    (
+                        Cow::Borrowed("modelName"),
+                        Cow::Owned(gpu.product_name.clone()),
+                    ),
                     (Cow::Borrowed("Hostname"), Cow::Owned(hostname.to_owned())),
-                    (Cow::Borrowed("DCGM_FI_DRIVER_VERSION"), Cow::Borrowed("570.124.06")),
+                    (
+                        Cow::Borrowed("DCGM_FI_DRIVER_VERSION"),
+                        Cow::Borrowed("570.124.06"),
+                    ),
                 ];
                 exp.push_sample(field.name, labels, value, None);
             }
         }
-        write(&exp, WriteOptions { format: Format::PrometheusText, float_style: FloatStyle::Dcgm })
+        write(
+            &exp,
+            WriteOptions {
+                format: Format::PrometheusText,
+                float_style: FloatStyle::Dcgm,
+            },
+        )
     }
 }

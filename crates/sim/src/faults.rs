@@ -36,7 +36,10 @@ pub struct Fate {
 impl Faults {
     /// Whether any per-request fault is configured.
     pub fn any(&self) -> bool {
-        self.error_500_rate > 0.0 || self.cut_rate > 0.0 || self.stall_rate > 0.0 || self.malformed_rate > 0.0
+        self.error_500_rate > 0.0
+            || self.cut_rate > 0.0
+            || self.stall_rate > 0.0
+            || self.malformed_rate > 0.0
     }
 
     /// Draws the fate of request number `n` of a request with `max_tokens`.
@@ -49,8 +52,17 @@ impl Faults {
         let error_500 = rng.chance(self.error_500_rate);
         let stall = rng.chance(self.stall_rate);
         let cut_after = rng.chance(self.cut_rate).then(|| at(&mut rng));
-        let malformed_after = if cut_after.is_none() && rng.chance(self.malformed_rate) { Some(at(&mut rng)) } else { None };
-        Fate { error_500, stall, cut_after, malformed_after }
+        let malformed_after = if cut_after.is_none() && rng.chance(self.malformed_rate) {
+            Some(at(&mut rng))
+        } else {
+            None
+        };
+        Fate {
+            error_500,
+            stall,
+            cut_after,
+            malformed_after,
+        }
     }
 }
 
@@ -60,13 +72,22 @@ mod tests {
 
     #[test]
     fn rates_are_honoured_and_draws_repeat() {
-        let f = Faults { error_500_rate: 0.1, cut_rate: 0.2, ..Faults::default() };
+        let f = Faults {
+            error_500_rate: 0.1,
+            cut_rate: 0.2,
+            ..Faults::default()
+        };
         let fates: Vec<Fate> = (0..10_000).map(|n| f.draw(1, n, 100)).collect();
         let e = fates.iter().filter(|x| x.error_500).count();
         let c = fates.iter().filter(|x| x.cut_after.is_some()).count();
         assert!((800..1200).contains(&e), "{e}");
         assert!((1700..2300).contains(&c), "{c}");
-        assert!(fates.iter().filter_map(|x| x.cut_after).all(|a| (1..100).contains(&a)));
+        assert!(
+            fates
+                .iter()
+                .filter_map(|x| x.cut_after)
+                .all(|a| (1..100).contains(&a))
+        );
         assert_eq!(f.draw(1, 5, 100), f.draw(1, 5, 100));
     }
 }

@@ -98,11 +98,22 @@ impl Sim {
             let engine = Engine::new(ec).map_err(SimError::Memory)?;
             plan.get_or_insert(*engine.memory());
             let clock = Clock::new(cfg.speedup);
-            let handle = replica::EngineHandle::spawn(engine, clock, format!("engine-{i}")).map_err(SimError::Thread)?;
-            out.push(Arc::new(server::Replica::new(i, Arc::clone(&cfg), handle, clock, load_time)));
+            let handle = replica::EngineHandle::spawn(engine, clock, format!("engine-{i}"))
+                .map_err(SimError::Thread)?;
+            out.push(Arc::new(server::Replica::new(
+                i,
+                Arc::clone(&cfg),
+                handle,
+                clock,
+                load_time,
+            )));
         }
         let plan = plan.ok_or(SimError::NoReplica)?;
-        Ok(Sim { replicas: out, plan, load_time })
+        Ok(Sim {
+            replicas: out,
+            plan,
+            load_time,
+        })
     }
 
     /// The KV-cache layout of each replica.
@@ -117,7 +128,11 @@ impl Sim {
 
     /// Serves replica `i` on `listeners[i].0` (API) and, when given, `listeners[i].1` (DCGM)
     /// until `shutdown` resolves; in-flight connections are closed gracefully.
-    pub async fn serve(self, listeners: Vec<(TcpListener, Option<TcpListener>)>, shutdown: impl Future<Output = ()>) {
+    pub async fn serve(
+        self,
+        listeners: Vec<(TcpListener, Option<TcpListener>)>,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let set = self
             .replicas
             .into_iter()

@@ -36,21 +36,45 @@ const HIGHR: &[f64] = &[
 const COARSE: &[f64] = &[0.1, 0.5, 1.0];
 
 fn hist_with(bounds: &[f64]) -> Hist {
-    Hist { bounds: bounds.to_vec(), counts: vec![0; bounds.len() + 1], sum: 0.0, count: 0 }
+    Hist {
+        bounds: bounds.to_vec(),
+        counts: vec![0; bounds.len() + 1],
+        sum: 0.0,
+        count: 0,
+    }
 }
 
 impl HttpStats {
     /// Records one handled request (handlers vLLM excludes are not passed in).
-    pub(crate) fn record(&mut self, handler: &str, method: &str, status: u16, req_bytes: f64, resp_bytes: f64, seconds: f64) {
+    pub(crate) fn record(
+        &mut self,
+        handler: &str,
+        method: &str,
+        status: u16,
+        req_bytes: f64,
+        resp_bytes: f64,
+        seconds: f64,
+    ) {
         let class = format!("{}xx", status / 100);
-        *self.requests.entry((handler.to_owned(), method.to_owned(), class)).or_insert(0.0) += 1.0;
-        let r = self.request_size.entry(handler.to_owned()).or_insert((0.0, 0.0));
+        *self
+            .requests
+            .entry((handler.to_owned(), method.to_owned(), class))
+            .or_insert(0.0) += 1.0;
+        let r = self
+            .request_size
+            .entry(handler.to_owned())
+            .or_insert((0.0, 0.0));
         r.0 += 1.0;
         r.1 += req_bytes;
-        let r = self.response_size.entry(handler.to_owned()).or_insert((0.0, 0.0));
+        let r = self
+            .response_size
+            .entry(handler.to_owned())
+            .or_insert((0.0, 0.0));
         r.0 += 1.0;
         r.1 += resp_bytes;
-        self.duration_highr.get_or_insert_with(|| hist_with(HIGHR)).observe(seconds);
+        self.duration_highr
+            .get_or_insert_with(|| hist_with(HIGHR))
+            .observe(seconds);
         self.duration
             .entry((handler.to_owned(), method.to_owned()))
             .or_insert_with(|| hist_with(COARSE))
@@ -94,9 +118,15 @@ pub(crate) struct ProcessInfo {
 impl ProcessInfo {
     /// Reads this process's numbers from `/proc` (zeros where unavailable).
     pub(crate) fn current(start_time: f64) -> ProcessInfo {
-        let mut p = ProcessInfo { start_time, max_fds: 1024.0, ..ProcessInfo::default() };
+        let mut p = ProcessInfo {
+            start_time,
+            max_fds: 1024.0,
+            ..ProcessInfo::default()
+        };
         if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
-            let mut it = statm.split_whitespace().map(|x| x.parse::<f64>().unwrap_or(0.0) * 4096.0);
+            let mut it = statm
+                .split_whitespace()
+                .map(|x| x.parse::<f64>().unwrap_or(0.0) * 4096.0);
             p.virtual_bytes = it.next().unwrap_or(0.0);
             p.resident_bytes = it.next().unwrap_or(0.0);
         }
@@ -114,7 +144,11 @@ impl ProcessInfo {
         if let Ok(limits) = std::fs::read_to_string("/proc/self/limits")
             && let Some(line) = limits.lines().find(|l| l.starts_with("Max open files"))
         {
-            p.max_fds = line.split_whitespace().nth(3).and_then(|x| x.parse().ok()).unwrap_or(1024.0);
+            p.max_fds = line
+                .split_whitespace()
+                .nth(3)
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(1024.0);
         }
         p
     }
@@ -134,7 +168,8 @@ struct Out<'a> {
 
 impl<'a> Out<'a> {
     fn family(&mut self, name: impl Into<Cow<'a, str>>, kind: MetricType, help: &'a str) {
-        self.exp.push_family(name, kind, Some(Cow::Borrowed(help)), None);
+        self.exp
+            .push_family(name, kind, Some(Cow::Borrowed(help)), None);
     }
 
     fn sample(&mut self, name: impl Into<Cow<'a, str>>, labels: Labels<'a>, v: f64) {
@@ -144,7 +179,13 @@ impl<'a> Out<'a> {
     fn hist(&mut self, base: &str, labels: &Labels<'a>, h: &Hist) {
         for (le, c) in h.cumulative() {
             let mut l = labels.clone();
-            l.push((Cow::Borrowed("le"), Cow::Owned(inferscale_promtext::format_float(le, inferscale_promtext::FloatStyle::Python))));
+            l.push((
+                Cow::Borrowed("le"),
+                Cow::Owned(inferscale_promtext::format_float(
+                    le,
+                    inferscale_promtext::FloatStyle::Python,
+                )),
+            ));
             self.sample(format!("{base}_bucket"), l, c as f64);
         }
         self.sample(format!("{base}_count"), labels.clone(), h.count as f64);
@@ -186,9 +227,10 @@ fn scalar(name: &str, extra: Option<&str>, s: &Stats) -> f64 {
         ("vllm:prompt_tokens_total", _) => u(s.prompt_tokens),
         ("vllm:prompt_tokens_by_source_total", Some("local_compute")) => u(s.prompt_tokens),
         ("vllm:generation_tokens_total", _) => u(s.generation_tokens),
-        ("vllm:request_success_total", Some(r)) => {
-            vllm::FINISH_REASONS.iter().position(|x| *x == r).map_or(0.0, |i| u(s.success[i]))
-        }
+        ("vllm:request_success_total", Some(r)) => vllm::FINISH_REASONS
+            .iter()
+            .position(|x| *x == r)
+            .map_or(0.0, |i| u(s.success[i])),
         _ => 0.0,
     }
 }
@@ -198,7 +240,9 @@ fn histogram<'s>(name: &str, s: &'s Stats) -> Option<&'s Hist> {
         "vllm:request_prompt_tokens" => &s.request_prompt_tokens,
         "vllm:request_generation_tokens" => &s.request_generation_tokens,
         "vllm:iteration_tokens_total" => &s.iteration_tokens,
-        "vllm:request_max_num_generation_tokens" | "vllm:request_params_max_tokens" => &s.request_max_tokens,
+        "vllm:request_max_num_generation_tokens" | "vllm:request_params_max_tokens" => {
+            &s.request_max_tokens
+        }
         "vllm:request_params_n" => &s.request_params_n,
         "vllm:time_to_first_token_seconds" => &s.ttft,
         "vllm:inter_token_latency_seconds" | "vllm:time_per_output_token_seconds" => &s.itl,
@@ -231,7 +275,11 @@ fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s:
     };
     match fam.kind {
         MetricKind::Gauge | MetricKind::Counter => {
-            let kind = if fam.kind == MetricKind::Gauge { MetricType::Gauge } else { MetricType::Counter };
+            let kind = if fam.kind == MetricKind::Gauge {
+                MetricType::Gauge
+            } else {
+                MetricType::Counter
+            };
             out.family(fam.name, kind, fam.help);
             for (i, l) in label_sets.iter().enumerate() {
                 let v = scalar(fam.name, values.get(i).copied(), s);
@@ -247,7 +295,11 @@ fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s:
             let h = match histogram(fam.name, s) {
                 Some(h) => h,
                 None => {
-                    empty = Hist::new(fam.buckets.unwrap_or(inferscale_catalog::buckets::BucketFamily::RequestLatency), 2048);
+                    empty = Hist::new(
+                        fam.buckets
+                            .unwrap_or(inferscale_catalog::buckets::BucketFamily::RequestLatency),
+                        2048,
+                    );
                     &empty
                 }
             };
@@ -257,7 +309,14 @@ fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s:
     }
 }
 
-fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a str, ctx: &Context<'a>, http: &HttpStats) {
+fn runtime_family<'a>(
+    out: &mut Out<'a>,
+    name: &'a str,
+    kind: &str,
+    help: &'a str,
+    ctx: &Context<'a>,
+    http: &HttpStats,
+) {
     let t = match kind {
         "counter" => MetricType::Counter,
         "histogram" => MetricType::Histogram,
@@ -265,19 +324,30 @@ fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a st
         _ => MetricType::Gauge,
     };
     let l = |pairs: &[(&'a str, &str)]| -> Labels<'a> {
-        pairs.iter().map(|(k, v)| (Cow::Borrowed(*k), Cow::Owned((*v).to_owned()))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (Cow::Borrowed(*k), Cow::Owned((*v).to_owned())))
+            .collect()
     };
     let p = &ctx.process;
     out.family(name, t, help);
     match name {
-        "python_gc_objects_collected_total" | "python_gc_objects_uncollectable_total" | "python_gc_collections_total" => {
+        "python_gc_objects_collected_total"
+        | "python_gc_objects_uncollectable_total"
+        | "python_gc_collections_total" => {
             for g in ["0", "1", "2"] {
                 out.sample(name, l(&[("generation", g)]), 0.0);
             }
         }
         "python_info" => out.sample(
             name,
-            l(&[("implementation", "CPython"), ("major", "3"), ("minor", "12"), ("patchlevel", "0"), ("version", "3.12.0")]),
+            l(&[
+                ("implementation", "CPython"),
+                ("major", "3"),
+                ("minor", "12"),
+                ("patchlevel", "0"),
+                ("version", "3.12.0"),
+            ]),
             1.0,
         ),
         "process_virtual_memory_bytes" => out.sample(name, vec![], p.virtual_bytes),
@@ -298,7 +368,11 @@ fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a st
             out.created(name, true, help, &sets);
         }
         "http_request_size_bytes" | "http_response_size_bytes" => {
-            let map = if name == "http_request_size_bytes" { &http.request_size } else { &http.response_size };
+            let map = if name == "http_request_size_bytes" {
+                &http.request_size
+            } else {
+                &http.response_size
+            };
             let mut sets = Vec::new();
             for (h, (count, sum)) in map {
                 let labels = l(&[("handler", h)]);
@@ -309,7 +383,10 @@ fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a st
             out.created(name, false, help, &sets);
         }
         "http_request_duration_highr_seconds" => {
-            let h = http.duration_highr.clone().unwrap_or_else(|| hist_with(HIGHR));
+            let h = http
+                .duration_highr
+                .clone()
+                .unwrap_or_else(|| hist_with(HIGHR));
             out.hist(name, &vec![], &h);
             out.created(name, false, help, &[vec![]]);
         }
@@ -328,8 +405,13 @@ fn runtime_family<'a>(out: &mut Out<'a>, name: &'a str, kind: &str, help: &'a st
 
 /// Renders the whole `/metrics` body.
 pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
-    let mut out = Out { exp: Exposition::new(Format::PrometheusText), created: ctx.created };
-    let (before, after): (Vec<_>, Vec<_>) = RUNTIME_FAMILIES.iter().partition(|(n, _, _)| !n.starts_with("http_"));
+    let mut out = Out {
+        exp: Exposition::new(Format::PrometheusText),
+        created: ctx.created,
+    };
+    let (before, after): (Vec<_>, Vec<_>) = RUNTIME_FAMILIES
+        .iter()
+        .partition(|(n, _, _)| !n.starts_with("http_"));
     for (name, kind, help) in before {
         runtime_family(&mut out, name, kind, help, ctx, http);
     }
@@ -343,7 +425,10 @@ pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
     }
     let block = "16".to_owned();
     let blocks = s.num_gpu_blocks.to_string();
-    let util = inferscale_promtext::format_float(ctx.gpu_memory_utilization, inferscale_promtext::FloatStyle::Python);
+    let util = inferscale_promtext::format_float(
+        ctx.gpu_memory_utilization,
+        inferscale_promtext::FloatStyle::Python,
+    );
     let labels: Labels<'_> = CACHE_CONFIG_INFO
         .iter()
         .map(|(k, v)| {
@@ -359,7 +444,11 @@ pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
             (Cow::Borrowed(*k), v)
         })
         .collect();
-    out.family("vllm:cache_config_info", MetricType::Gauge, "Information of the LLMEngine CacheConfig");
+    out.family(
+        "vllm:cache_config_info",
+        MetricType::Gauge,
+        "Information of the LLMEngine CacheConfig",
+    );
     out.sample("vllm:cache_config_info", labels, 1.0);
     for (name, kind, help) in after {
         runtime_family(&mut out, name, kind, help, ctx, http);

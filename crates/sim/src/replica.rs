@@ -27,7 +27,11 @@ impl Clock {
     /// A clock that starts now at simulated time 0 and runs `speedup` times faster than the
     /// wall clock.
     pub fn new(speedup: f64) -> Self {
-        Clock { start: Instant::now(), speedup: speedup.max(1e-6), offset: 0.0 }
+        Clock {
+            start: Instant::now(),
+            speedup: speedup.max(1e-6),
+            offset: 0.0,
+        }
     }
 
     /// Simulated seconds now.
@@ -43,7 +47,11 @@ impl Clock {
     /// Wall time until simulated time `t` (zero if it has passed).
     pub fn wall_until(&self, t: f64) -> Duration {
         let secs = (t - self.now()) / self.speedup;
-        if secs > 0.0 { Duration::from_secs_f64(secs.min(3600.0)) } else { Duration::ZERO }
+        if secs > 0.0 {
+            Duration::from_secs_f64(secs.min(3600.0))
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Wall duration of `secs` simulated seconds.
@@ -132,10 +140,16 @@ pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock)
         engine.advance(now, &mut events);
         let mut gone = Vec::new();
         for e in events.drain(..) {
-            let Some((key, tx)) = sinks.get(&e.id) else { continue };
+            let Some((key, tx)) = sinks.get(&e.id) else {
+                continue;
+            };
             let update = match e.kind {
                 EventKind::Token => Update::Token(e.output_tokens),
-                EventKind::Finished(reason) => Update::Done { reason, prompt: e.prompt_tokens, output: e.output_tokens },
+                EventKind::Finished(reason) => Update::Done {
+                    reason,
+                    prompt: e.prompt_tokens,
+                    output: e.output_tokens,
+                },
             };
             let closed = tx.send(update).is_err();
             if let EventKind::Finished(_) = e.kind {
@@ -154,9 +168,15 @@ pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock)
         }
         events.clear();
         for reply in snapshots {
-            let _ = reply.send(Snapshot { stats: engine.stats().clone(), clock_fraction: engine.clock_fraction(), now });
+            let _ = reply.send(Snapshot {
+                stats: engine.stats().clone(),
+                clock_fraction: engine.clock_fraction(),
+                now,
+            });
         }
-        let timeout = engine.next_event_time().map_or(Duration::from_secs(3600), |t| clock.wall_until(t));
+        let timeout = engine
+            .next_event_time()
+            .map_or(Duration::from_secs(3600), |t| clock.wall_until(t));
         match commands.recv_timeout(timeout) {
             Ok(c) => pending.push(c),
             Err(RecvTimeoutError::Timeout) => {}
@@ -176,16 +196,26 @@ pub(crate) struct EngineHandle {
 
 impl EngineHandle {
     /// Starts the engine thread.
-    pub(crate) fn spawn(engine: Engine, clock: Clock, name: String) -> std::io::Result<EngineHandle> {
+    pub(crate) fn spawn(
+        engine: Engine,
+        clock: Clock,
+        name: String,
+    ) -> std::io::Result<EngineHandle> {
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new().name(name).spawn(move || run(engine, rx, clock))?;
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || run(engine, rx, clock))?;
         Ok(EngineHandle { commands: tx })
     }
 
     /// Submits a request; its updates arrive on the returned receiver.
     pub(crate) fn submit(&self, key: u64, spec: RequestSpec) -> mpsc::UnboundedReceiver<Update> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.commands.send(Command::Submit(Submission { key, spec, updates: tx }));
+        let _ = self.commands.send(Command::Submit(Submission {
+            key,
+            spec,
+            updates: tx,
+        }));
         rx
     }
 

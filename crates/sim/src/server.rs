@@ -26,12 +26,12 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::SimConfig;
 use crate::dcgm::DcgmState;
 use crate::faults::Fate;
 use crate::metrics::{self, HttpStats, ProcessInfo};
 use crate::replica::{Clock, EngineHandle, Update};
 use crate::tokens::{count_chat, count_text, fingerprint, token_text};
-use crate::SimConfig;
 
 /// The response body type: whole bodies and token streams alike.
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
@@ -50,8 +50,16 @@ pub(crate) struct Replica {
 }
 
 impl Replica {
-    pub(crate) fn new(index: usize, cfg: Arc<SimConfig>, engine: EngineHandle, clock: Clock, load_time: f64) -> Self {
-        let created_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    pub(crate) fn new(
+        index: usize,
+        cfg: Arc<SimConfig>,
+        engine: EngineHandle,
+        clock: Clock,
+        load_time: f64,
+    ) -> Self {
+        let created_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         Replica {
             index,
             cfg,
@@ -71,14 +79,23 @@ impl Replica {
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(Full::new(body.into()).map_err(|never: Infallible| match never {}).boxed());
+    let mut r = Response::new(
+        Full::new(body.into())
+            .map_err(|never: Infallible| match never {})
+            .boxed(),
+    );
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
-    full(status, "application/json", serde_json::to_vec(v).unwrap_or_default())
+    full(
+        status,
+        "application/json",
+        serde_json::to_vec(v).unwrap_or_default(),
+    )
 }
 
 fn error(status: StatusCode, message: impl Into<String>, param: Option<&str>) -> Response<Body> {
@@ -90,11 +107,19 @@ fn error(status: StatusCode, message: impl Into<String>, param: Option<&str>) ->
         StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailableError",
         _ => "InternalServerError",
     };
-    json(status, &ErrorBody::new(status.as_u16(), kind, message, param))
+    json(
+        status,
+        &ErrorBody::new(status.as_u16(), kind, message, param),
+    )
 }
 
 /// Serves `listener` until `shutdown` changes; `dcgm` selects the DCGM exporter's routes.
-pub(crate) async fn serve_listener(listener: TcpListener, replica: Arc<Replica>, dcgm: bool, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve_listener(
+    listener: TcpListener,
+    replica: Arc<Replica>,
+    dcgm: bool,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -130,7 +155,11 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
     if dcgm {
         return match (method, path.as_str()) {
             (Method::GET, "/metrics") => dcgm_metrics(&r).await,
-            _ => error(StatusCode::NOT_FOUND, format!("no route {path} (the DCGM endpoint serves /metrics)"), None),
+            _ => error(
+                StatusCode::NOT_FOUND,
+                format!("no route {path} (the DCGM endpoint serves /metrics)"),
+                None,
+            ),
         };
     }
     let started = Instant::now();
@@ -143,21 +172,53 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
     let (resp, handler) = match (&method, path.as_str()) {
         (&Method::GET, "/health") => (health(&r), None),
         (&Method::GET, "/ping") | (&Method::POST, "/ping") => (health(&r), None),
-        (&Method::GET, "/version") => (json(StatusCode::OK, &serde_json::json!({ "version": "0.33.0" })), None),
+        (&Method::GET, "/version") => (
+            json(StatusCode::OK, &serde_json::json!({ "version": "0.33.0" })),
+            None,
+        ),
         (&Method::GET, "/metrics") => (vllm_metrics(&r).await, None),
         (&Method::GET, "/v1/models") => (models(&r), Some("/v1/models")),
-        (&Method::POST, "/v1/completions") => (generate(req, &r, false).await, Some("/v1/completions")),
-        (&Method::POST, "/v1/chat/completions") => (generate(req, &r, true).await, Some("/v1/chat/completions")),
-        (_, "/v1/completions" | "/v1/chat/completions" | "/v1/models" | "/health" | "/metrics" | "/version") => {
-            (error(StatusCode::METHOD_NOT_ALLOWED, format!("method {method} is not allowed on {path}"), None), None)
+        (&Method::POST, "/v1/completions") => {
+            (generate(req, &r, false).await, Some("/v1/completions"))
         }
-        _ => (error(StatusCode::NOT_FOUND, format!("no route {path}"), None), None),
+        (&Method::POST, "/v1/chat/completions") => {
+            (generate(req, &r, true).await, Some("/v1/chat/completions"))
+        }
+        (
+            _,
+            "/v1/completions"
+            | "/v1/chat/completions"
+            | "/v1/models"
+            | "/health"
+            | "/metrics"
+            | "/version",
+        ) => (
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("method {method} is not allowed on {path}"),
+                None,
+            ),
+            None,
+        ),
+        _ => (
+            error(StatusCode::NOT_FOUND, format!("no route {path}"), None),
+            None,
+        ),
     };
     if let Some(h) = handler {
-        let resp_bytes = hyper::body::Body::size_hint(resp.body()).exact().unwrap_or(0) as f64;
+        let resp_bytes = hyper::body::Body::size_hint(resp.body())
+            .exact()
+            .unwrap_or(0) as f64;
         let seconds = started.elapsed().as_secs_f64() * r.clock.speedup();
         if let Ok(mut s) = r.http.lock() {
-            s.record(h, method.as_str(), resp.status().as_u16(), req_bytes, resp_bytes, seconds);
+            s.record(
+                h,
+                method.as_str(),
+                resp.status().as_u16(),
+                req_bytes,
+                resp_bytes,
+                seconds,
+            );
         }
     }
     resp
@@ -168,7 +229,11 @@ fn health(r: &Replica) -> Response<Body> {
         full(StatusCode::OK, "application/json", Bytes::new())
     } else {
         let left = r.load_time - r.clock.now();
-        error(StatusCode::SERVICE_UNAVAILABLE, format!("the model is loading ({left:.0} simulated seconds left)"), None)
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the model is loading ({left:.0} simulated seconds left)"),
+            None,
+        )
     }
 }
 
@@ -191,24 +256,40 @@ fn models(r: &Replica) -> Response<Body> {
 
 async fn vllm_metrics(r: &Replica) -> Response<Body> {
     let Some(snap) = r.engine.snapshot().await else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None);
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the engine stopped",
+            None,
+        );
     };
     let http = r.http.lock().map(|h| h.clone()).unwrap_or_default();
     let ctx = metrics::Context {
         model_name: &r.cfg.served_model_name,
         created: r.created_unix,
         gpu_memory_utilization: r.cfg.engine.gpu_memory_utilization,
-        cache_dtype: if r.cfg.engine.kv_dtype_bytes < 2.0 { "fp8" } else { "auto" },
+        cache_dtype: if r.cfg.engine.kv_dtype_bytes < 2.0 {
+            "fp8"
+        } else {
+            "auto"
+        },
         show_deprecated: r.cfg.show_deprecated_metrics,
         process: ProcessInfo::current(r.created_unix),
     };
     let body = metrics::render(&snap.stats, &ctx, &http);
-    full(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+    full(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        body,
+    )
 }
 
 async fn dcgm_metrics(r: &Replica) -> Response<Body> {
     let Some(snap) = r.engine.snapshot().await else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None);
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the engine stopped",
+            None,
+        );
     };
     let body = match r.dcgm.lock() {
         Ok(mut d) => {
@@ -217,7 +298,11 @@ async fn dcgm_metrics(r: &Replica) -> Response<Body> {
         }
         Err(_) => String::new(),
     };
-    full(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+    full(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        body,
+    )
 }
 
 /// A validated generation request.
@@ -241,20 +326,30 @@ fn get_bool(v: &Value, field: &str) -> Result<Option<bool>, Invalid> {
     match v.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(bad(format!("`{field}` must be a boolean, not {other}"), field)),
+        Some(other) => Err(bad(
+            format!("`{field}` must be a boolean, not {other}"),
+            field,
+        )),
     }
 }
 
 /// Checks a request body the way vLLM's OpenAI server does (the subset the simulator acts on;
 /// other sampling fields are accepted and ignored).
 fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid> {
-    let obj = body.as_object().ok_or_else(|| bad("the request body must be a JSON object", "body"))?;
+    let obj = body
+        .as_object()
+        .ok_or_else(|| bad("the request body must be a JSON object", "body"))?;
     if let Some(model) = obj.get("model").filter(|m| !m.is_null()) {
-        let name = model.as_str().ok_or_else(|| bad("`model` must be a string", "model"))?;
+        let name = model
+            .as_str()
+            .ok_or_else(|| bad("`model` must be a string", "model"))?;
         if name != r.cfg.served_model_name {
             return Err(Box::new(error(
                 StatusCode::NOT_FOUND,
-                format!("The model `{name}` does not exist. Available: `{}`.", r.cfg.served_model_name),
+                format!(
+                    "The model `{name}` does not exist. Available: `{}`.",
+                    r.cfg.served_model_name
+                ),
                 Some("model"),
             )));
         }
@@ -264,11 +359,19 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             .get("messages")
             .and_then(Value::as_array)
             .filter(|m| !m.is_empty())
-            .ok_or_else(|| bad("`messages` must be a non-empty array of {role, content} objects", "messages"))?;
+            .ok_or_else(|| {
+                bad(
+                    "`messages` must be a non-empty array of {role, content} objects",
+                    "messages",
+                )
+            })?;
         let mut contents = Vec::with_capacity(msgs.len());
         for (i, m) in msgs.iter().enumerate() {
             if !m.get("role").is_some_and(Value::is_string) {
-                return Err(bad(format!("`messages[{i}].role` must be a string"), "messages"));
+                return Err(bad(
+                    format!("`messages[{i}].role` must be a string"),
+                    "messages",
+                ));
             }
             let content = match m.get("content") {
                 Some(Value::String(s)) => s.clone(),
@@ -278,12 +381,20 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
                     .collect::<Vec<_>>()
                     .join(" "),
                 Some(Value::Null) | None => String::new(),
-                Some(_) => return Err(bad(format!("`messages[{i}].content` must be a string or an array of parts"), "messages")),
+                Some(_) => {
+                    return Err(bad(
+                        format!("`messages[{i}].content` must be a string or an array of parts"),
+                        "messages",
+                    ));
+                }
             };
             contents.push(content);
         }
         let joined = contents.join("\n");
-        (count_chat(contents.iter().map(String::as_str)), fingerprint(&joined))
+        (
+            count_chat(contents.iter().map(String::as_str)),
+            fingerprint(&joined),
+        )
     } else {
         match obj.get("prompt") {
             Some(Value::String(s)) if !s.is_empty() => (count_text(s).max(1), fingerprint(s)),
@@ -291,47 +402,85 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
                 let s = a[0].as_str().unwrap_or("");
                 (count_text(s).max(1), fingerprint(s))
             }
-            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => {
-                (a.len() as u32, fingerprint(&serde_json::to_string(a).unwrap_or_default()))
-            }
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => (
+                a.len() as u32,
+                fingerprint(&serde_json::to_string(a).unwrap_or_default()),
+            ),
             Some(Value::Array(a)) if a.len() > 1 => {
-                return Err(bad("the simulator serves one prompt per request (`prompt` has several)", "prompt"));
+                return Err(bad(
+                    "the simulator serves one prompt per request (`prompt` has several)",
+                    "prompt",
+                ));
             }
             None | Some(Value::Null) => return Err(bad("`prompt` is required", "prompt")),
-            _ => return Err(bad("`prompt` must be a non-empty string or a list of token ids", "prompt")),
+            _ => {
+                return Err(bad(
+                    "`prompt` must be a non-empty string or a list of token ids",
+                    "prompt",
+                ));
+            }
         }
     };
     let max_model_len = r.cfg.engine.max_model_len;
-    let field = if chat && obj.get("max_completion_tokens").is_some_and(|v| !v.is_null()) { "max_completion_tokens" } else { "max_tokens" };
+    let field = if chat
+        && obj
+            .get("max_completion_tokens")
+            .is_some_and(|v| !v.is_null())
+    {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
     let max_tokens = match obj.get(field) {
         None | Some(Value::Null) => max_model_len.saturating_sub(prompt_tokens).max(1),
         Some(v) => match v.as_u64() {
             Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
-            _ => return Err(bad(format!("`{field}` must be an integer of at least 1, not {v}"), field)),
+            _ => {
+                return Err(bad(
+                    format!("`{field}` must be an integer of at least 1, not {v}"),
+                    field,
+                ));
+            }
         },
     };
     if let Some(t) = obj.get("temperature").filter(|t| !t.is_null()) {
         match t.as_f64() {
             Some(x) if x >= 0.0 && x.is_finite() => {}
-            _ => return Err(bad(format!("`temperature` must be a non-negative number, not {t}"), "temperature")),
+            _ => {
+                return Err(bad(
+                    format!("`temperature` must be a non-negative number, not {t}"),
+                    "temperature",
+                ));
+            }
         }
     }
     if let Some(n) = obj.get("n").filter(|n| !n.is_null())
         && n.as_u64() != Some(1)
     {
-        return Err(bad(format!("`n` must be 1 for the simulator, not {n}"), "n"));
+        return Err(bad(
+            format!("`n` must be 1 for the simulator, not {n}"),
+            "n",
+        ));
     }
     let stream = get_bool(body, "stream")?.unwrap_or(false);
     let include_usage = match obj.get("stream_options") {
         None | Some(Value::Null) => false,
         Some(o) if !stream => {
             let _ = o;
-            return Err(bad("Stream options can only be defined when `stream=True`.", "stream_options"));
+            return Err(bad(
+                "Stream options can only be defined when `stream=True`.",
+                "stream_options",
+            ));
         }
         Some(o) => match o.get("include_usage") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
-            Some(other) => return Err(bad(format!("`stream_options.include_usage` must be a boolean, not {other}"), "stream_options")),
+            Some(other) => {
+                return Err(bad(
+                    format!("`stream_options.include_usage` must be a boolean, not {other}"),
+                    "stream_options",
+                ));
+            }
         },
     };
     let ignore_eos = get_bool(body, "ignore_eos")?.unwrap_or(false);
@@ -347,7 +496,14 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             field,
         ));
     }
-    Ok(Generation { prompt_tokens, prompt_fingerprint, max_tokens, stream, include_usage, ignore_eos })
+    Ok(Generation {
+        prompt_tokens,
+        prompt_fingerprint,
+        max_tokens,
+        stream,
+        include_usage,
+        ignore_eos,
+    })
 }
 
 /// Cancels the engine request when the response is dropped before it completed (the client
@@ -386,18 +542,38 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"), None);
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {limit} bytes"),
+            None,
+        );
     }
     let body = match Limited::new(req.into_body(), limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"), None);
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is larger than {limit} bytes"),
+                None,
+            );
         }
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("could not read the request body: {e}"), None),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("could not read the request body: {e}"),
+                None,
+            );
+        }
     };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the request body is not valid JSON: {e}"), Some("body")),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the request body is not valid JSON: {e}"),
+                Some("body"),
+            );
+        }
     };
     let g = match validate(&value, chat, r) {
         Ok(g) => g,
@@ -406,23 +582,42 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
     let key = r.keys.fetch_add(1, Ordering::Relaxed);
     let fate = r.cfg.faults.draw(r.cfg.engine.seed, key, g.max_tokens);
     if fate.error_500 {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "injected fault: internal server error", None);
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "injected fault: internal server error",
+            None,
+        );
     }
     if fate.stall {
         tokio::time::sleep(r.clock.wall(r.cfg.faults.stall_s)).await;
     }
-    let spec = RequestSpec { prompt_tokens: g.prompt_tokens, max_tokens: g.max_tokens, ignore_eos: g.ignore_eos };
+    let spec = RequestSpec {
+        prompt_tokens: g.prompt_tokens,
+        max_tokens: g.max_tokens,
+        ignore_eos: g.ignore_eos,
+    };
     let rx = r.engine.submit(key, spec);
-    let guard = CancelGuard { engine: r.engine.clone(), key, armed: true };
-    let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let id = format!("{}-{:016x}", if chat { "chatcmpl" } else { "cmpl" }, inferscale_engine::mix(&[r.cfg.engine.seed, r.index as u64, key]));
+    let guard = CancelGuard {
+        engine: r.engine.clone(),
+        key,
+        armed: true,
+    };
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let id = format!(
+        "{}-{:016x}",
+        if chat { "chatcmpl" } else { "cmpl" },
+        inferscale_engine::mix(&[r.cfg.engine.seed, r.index as u64, key])
+    );
     let stream = Stream {
         rx,
         guard,
         chat,
         id,
         created,
-        model_json: serde_json::to_string(&r.cfg.served_model_name).unwrap_or_else(|_| "\"model\"".into()),
+        model_json: serde_json::to_string(&r.cfg.served_model_name)
+            .unwrap_or_else(|_| "\"model\"".into()),
         seed: r.cfg.engine.seed,
         fingerprint: g.prompt_fingerprint,
         include_usage: g.include_usage,
@@ -433,8 +628,12 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
     };
     if g.stream {
         let mut resp = Response::new(BoxBody::new(stream));
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-        resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        resp.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         resp
     } else {
         whole_response(stream).await
@@ -445,29 +644,54 @@ async fn whole_response(mut s: Stream) -> Response<Body> {
     let (output, reason, prompt) = loop {
         match s.rx.recv().await {
             Some(Update::Token(n)) => {
-                if s.fate.cut_after.is_some_and(|at| n >= at) || s.fate.malformed_after.is_some_and(|at| n >= at) {
+                if s.fate.cut_after.is_some_and(|at| n >= at)
+                    || s.fate.malformed_after.is_some_and(|at| n >= at)
+                {
                     break (n, FinishReason::Abort, 0);
                 }
             }
-            Some(Update::Done { reason, prompt, output }) => {
+            Some(Update::Done {
+                reason,
+                prompt,
+                output,
+            }) => {
                 s.guard.end(None);
                 break (output, reason, prompt);
             }
-            None => return error(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped", None),
+            None => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the engine stopped",
+                    None,
+                );
+            }
         }
     };
-    let text: String = (0..output).map(|i| format!(" {}", token_text(s.seed, s.fingerprint, i))).collect();
+    let text: String = (0..output)
+        .map(|i| format!(" {}", token_text(s.seed, s.fingerprint, i)))
+        .collect();
     if s.fate.malformed_after.is_some() && s.guard.armed {
         s.guard.end(Some(FinishReason::Error));
-        let broken = format!("{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}", s.id, text.trim());
+        let broken = format!(
+            "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
+            s.id,
+            text.trim()
+        );
         return full(StatusCode::OK, "application/json", broken);
     }
     if s.fate.cut_after.is_some() && s.guard.armed {
         s.guard.end(Some(FinishReason::Abort));
-        let half = format!("{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}", s.id, text.trim());
+        let half = format!(
+            "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
+            s.id,
+            text.trim()
+        );
         let frames = futures_cut(half);
         let mut resp = Response::new(frames);
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         return resp;
     }
     let usage = Usage::new(u64::from(prompt), u64::from(output));
@@ -482,7 +706,10 @@ async fn whole_response(mut s: Stream) -> Response<Body> {
                 model: serde_json::from_str(&s.model_json).unwrap_or_default(),
                 choices: vec![ChatChoice {
                     index: 0,
-                    message: ChatMessage { role: "assistant".into(), content: text },
+                    message: ChatMessage {
+                        role: "assistant".into(),
+                        content: text,
+                    },
                     logprobs: None,
                     finish_reason: finish,
                     stop_reason: None,
@@ -498,7 +725,13 @@ async fn whole_response(mut s: Stream) -> Response<Body> {
                 object: "text_completion".into(),
                 created: s.created,
                 model: serde_json::from_str(&s.model_json).unwrap_or_default(),
-                choices: vec![CompletionChoice { index: 0, text, logprobs: None, finish_reason: finish, stop_reason: None }],
+                choices: vec![CompletionChoice {
+                    index: 0,
+                    text,
+                    logprobs: None,
+                    finish_reason: finish,
+                    stop_reason: None,
+                }],
                 usage: Some(usage),
             },
         )
@@ -511,7 +744,9 @@ fn reason_label(r: FinishReason) -> &'static str {
 
 /// A body that sends `head`, then fails (the connection is dropped mid-response).
 fn futures_cut(head: String) -> Body {
-    BoxBody::new(CutBody { head: Some(Bytes::from(head)) })
+    BoxBody::new(CutBody {
+        head: Some(Bytes::from(head)),
+    })
 }
 
 struct CutBody {
@@ -522,10 +757,15 @@ impl hyper::body::Body for CutBody {
     type Data = Bytes;
     type Error = std::io::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.head.take() {
             Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
-            None => Poll::Ready(Some(Err(std::io::Error::other("injected fault: response cut")))),
+            None => Poll::Ready(Some(Err(std::io::Error::other(
+                "injected fault: response cut",
+            )))),
         }
     }
 }
@@ -559,7 +799,11 @@ impl Stream {
     fn head(&self, out: &mut String) {
         out.push_str("data: {\"id\":\"");
         out.push_str(&self.id);
-        out.push_str(if self.chat { "\",\"object\":\"chat.completion.chunk\",\"created\":" } else { "\",\"object\":\"text_completion\",\"created\":" });
+        out.push_str(if self.chat {
+            "\",\"object\":\"chat.completion.chunk\",\"created\":"
+        } else {
+            "\",\"object\":\"text_completion\",\"created\":"
+        });
         out.push_str(&self.created.to_string());
         out.push_str(",\"model\":");
         out.push_str(&self.model_json);
@@ -618,13 +862,18 @@ impl hyper::body::Body for Stream {
     type Data = Bytes;
     type Error = std::io::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = &mut *self;
         match this.state {
             StreamState::Closed => return Poll::Ready(None),
             StreamState::Cut => {
                 this.state = StreamState::Closed;
-                return Poll::Ready(Some(Err(std::io::Error::other("injected fault: stream cut"))));
+                return Poll::Ready(Some(Err(std::io::Error::other(
+                    "injected fault: stream cut",
+                ))));
             }
             StreamState::Open => {}
         }
@@ -637,7 +886,10 @@ impl hyper::body::Body for Stream {
             match this.rx.poll_recv(cx) {
                 Poll::Ready(Some(Update::Token(n))) => {
                     for i in this.sent..n {
-                        this.token(&mut out, &format!(" {}", token_text(this.seed, this.fingerprint, i)));
+                        this.token(
+                            &mut out,
+                            &format!(" {}", token_text(this.seed, this.fingerprint, i)),
+                        );
                     }
                     this.sent = this.sent.max(n);
                     if this.fate.cut_after.is_some_and(|at| this.sent >= at) {
@@ -653,7 +905,11 @@ impl hyper::body::Body for Stream {
                         break;
                     }
                 }
-                Poll::Ready(Some(Update::Done { reason, prompt, output })) => {
+                Poll::Ready(Some(Update::Done {
+                    reason,
+                    prompt,
+                    output,
+                })) => {
                     this.guard.end(None);
                     this.finish(&mut out, reason, prompt, output);
                     this.state = StreamState::Closed;
@@ -672,7 +928,9 @@ impl hyper::body::Body for Stream {
                 StreamState::Open => Poll::Pending,
                 StreamState::Cut => {
                     this.state = StreamState::Closed;
-                    Poll::Ready(Some(Err(std::io::Error::other("injected fault: stream cut"))))
+                    Poll::Ready(Some(Err(std::io::Error::other(
+                        "injected fault: stream cut",
+                    ))))
                 }
                 StreamState::Closed => Poll::Ready(None),
             };
@@ -689,7 +947,12 @@ pub(crate) async fn serve_all(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     for (r, api, dcgm) in replicas {
-        tasks.push(tokio::spawn(serve_listener(api, Arc::clone(&r), false, stop_rx.clone())));
+        tasks.push(tokio::spawn(serve_listener(
+            api,
+            Arc::clone(&r),
+            false,
+            stop_rx.clone(),
+        )));
         if let Some(d) = dcgm {
             tasks.push(tokio::spawn(serve_listener(d, r, true, stop_rx.clone())));
         }

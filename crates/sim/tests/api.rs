@@ -52,16 +52,41 @@ async fn metrics_match_vllm_0_33_families_types_labels_and_buckets() {
     wait_ready(sim.api).await;
     // The reference was captured after completions and chat requests; do the same so the HTTP
     // families have their series.
-    assert_eq!(post(sim.api, "/v1/completions", r#"{"prompt":"hello there","max_tokens":5}"#).await.0, 200);
-    assert_eq!(post(sim.api, "/v1/chat/completions", r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#).await.0, 200);
+    assert_eq!(
+        post(
+            sim.api,
+            "/v1/completions",
+            r#"{"prompt":"hello there","max_tokens":5}"#
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        post(
+            sim.api,
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#
+        )
+        .await
+        .0,
+        200
+    );
     let (status, ours) = get(sim.api, "/metrics").await;
     assert_eq!(status, 200);
-    let reference = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vllm/metrics_single_engine.prom")).unwrap();
+    let reference = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/vllm/metrics_single_engine.prom"),
+    )
+    .unwrap();
     let (ours, theirs) = (shape(&ours), shape(&reference));
     let names = |s: &Shape| s.keys().cloned().collect::<BTreeSet<_>>();
     assert_eq!(names(&ours), names(&theirs), "the same families");
     for (name, want) in &theirs {
-        assert_eq!(&ours[name], want, "{name}: type, label names and bucket bounds");
+        assert_eq!(
+            &ours[name], want,
+            "{name}: type, label names and bucket bounds"
+        );
     }
 }
 
@@ -72,7 +97,12 @@ async fn metrics_follow_the_engine_and_deprecated_names_are_optional() {
     let sim = start(cfg).await;
     wait_ready(sim.api).await;
     for _ in 0..3 {
-        post(sim.api, "/v1/completions", r#"{"prompt":"a b c d","max_tokens":7,"ignore_eos":true}"#).await;
+        post(
+            sim.api,
+            "/v1/completions",
+            r#"{"prompt":"a b c d","max_tokens":7,"ignore_eos":true}"#,
+        )
+        .await;
     }
     let (_, text) = get(sim.api, "/metrics").await;
     let exp = parse(text.as_bytes()).unwrap();
@@ -82,14 +112,27 @@ async fn metrics_follow_the_engine_and_deprecated_names_are_optional() {
     assert_eq!(one("vllm:request_success_total"), 3.0);
     assert!(exp.family("vllm:gpu_cache_usage_perc").is_some());
     assert!(exp.family("vllm:time_per_output_token_seconds").is_some());
-    assert_eq!(one("vllm:time_per_output_token_seconds_count"), one("vllm:inter_token_latency_seconds_count"));
+    assert_eq!(
+        one("vllm:time_per_output_token_seconds_count"),
+        one("vllm:inter_token_latency_seconds_count")
+    );
     // The DCGM endpoint: the exporter's default fields, FB used from the up-front allocation.
     let (status, dcgm) = get(sim.dcgm, "/metrics").await;
     assert_eq!(status, 200);
     let d = parse(dcgm.as_bytes()).unwrap();
-    let used = d.samples_named("DCGM_FI_DEV_FB_USED").next().unwrap().value();
+    let used = d
+        .samples_named("DCGM_FI_DEV_FB_USED")
+        .next()
+        .unwrap()
+        .value();
     assert!((41_000.0..43_000.0).contains(&used), "{used}");
-    assert_eq!(d.samples_named("DCGM_FI_DEV_GPU_UTIL").next().unwrap().label("modelName"), Some("NVIDIA L40S"));
+    assert_eq!(
+        d.samples_named("DCGM_FI_DEV_GPU_UTIL")
+            .next()
+            .unwrap()
+            .label("modelName"),
+        Some("NVIDIA L40S")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +142,12 @@ async fn health_is_503_until_the_model_has_loaded() {
     let (status, body) = get(sim.api, "/health").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("loading"));
-    assert_eq!(post(sim.api, "/v1/completions", r#"{"prompt":"x"}"#).await.0, 503);
+    assert_eq!(
+        post(sim.api, "/v1/completions", r#"{"prompt":"x"}"#)
+            .await
+            .0,
+        503
+    );
     wait_ready(sim.api).await;
     assert_eq!(get(sim.api, "/version").await.1, r#"{"version":"0.33.0"}"#);
 }
@@ -119,7 +167,8 @@ async fn completions_and_chat_streaming_and_not() {
     assert_eq!(a["usage"]["prompt_tokens"], 2);
     assert_eq!(a["usage"]["completion_tokens"], 5);
     assert_eq!(a["choices"][0]["finish_reason"], "length");
-    let b: serde_json::Value = serde_json::from_str(&post(sim.api, "/v1/completions", req).await.1).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_str(&post(sim.api, "/v1/completions", req).await.1).unwrap();
     assert_eq!(a["choices"][0]["text"], b["choices"][0]["text"]);
     // Streaming with usage: one event per token, a finish chunk, a usage chunk, [DONE].
     let (status, body) = post(
@@ -134,11 +183,25 @@ async fn completions_and_chat_streaming_and_not() {
     d.feed(body.as_bytes(), &mut events).unwrap();
     d.finish(&mut events).unwrap();
     assert!(events.last().unwrap().is_done());
-    let chunks: Vec<StreamChunk> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(&e.data).unwrap()).collect();
-    let tokens = chunks.iter().filter(|c| c.choices.first().and_then(|x| x.content()).is_some_and(|t| !t.is_empty())).count();
+    let chunks: Vec<StreamChunk> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .collect();
+    let tokens = chunks
+        .iter()
+        .filter(|c| {
+            c.choices
+                .first()
+                .and_then(|x| x.content())
+                .is_some_and(|t| !t.is_empty())
+        })
+        .count();
     assert_eq!(tokens, 4);
     assert_eq!(chunks.last().unwrap().usage.unwrap().completion_tokens, 4);
-    assert_eq!(chunks[0].choices[0].delta.as_ref().unwrap().role.as_deref(), Some("assistant"));
+    assert_eq!(
+        chunks[0].choices[0].delta.as_ref().unwrap().role.as_deref(),
+        Some("assistant")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,11 +216,19 @@ async fn bad_requests_are_refused_like_vllm() {
         (r#"{"prompt":"x","max_tokens":"many"}"#, 400, "max_tokens"),
         (r#"{"prompt":"x","temperature":-1}"#, 400, "temperature"),
         (r#"{"prompt":"x","stream":"yes"}"#, 400, "stream"),
-        (r#"{"prompt":"x","stream_options":{"include_usage":true}}"#, 400, "stream=True"),
+        (
+            r#"{"prompt":"x","stream_options":{"include_usage":true}}"#,
+            400,
+            "stream=True",
+        ),
         (r#"{"max_tokens":3}"#, 400, "prompt"),
         (r#"{"prompt":"x","n":3}"#, 400, "`n`"),
         (r#"{"model":"gpt-4","prompt":"x"}"#, 404, "does not exist"),
-        (r#"{"prompt":"x","max_tokens":5000}"#, 400, "maximum context length is 4096 tokens"),
+        (
+            r#"{"prompt":"x","max_tokens":5000}"#,
+            400,
+            "maximum context length is 4096 tokens",
+        ),
     ];
     for (body, status, needle) in cases {
         let (s, text) = post(sim.api, "/v1/completions", body).await;
@@ -168,7 +239,12 @@ async fn bad_requests_are_refused_like_vllm() {
     }
     let big = format!(r#"{{"prompt":"{}"}}"#, "x".repeat(2000));
     assert_eq!(post(sim.api, "/v1/completions", &big).await.0, 413);
-    assert_eq!(post(sim.api, "/v1/chat/completions", r#"{"messages":[]}"#).await.0, 400);
+    assert_eq!(
+        post(sim.api, "/v1/chat/completions", r#"{"messages":[]}"#)
+            .await
+            .0,
+        400
+    );
     assert_eq!(get(sim.api, "/v2/anything").await.0, 404);
     assert_eq!(get(sim.api, "/v1/completions").await.0, 405);
 }
@@ -183,13 +259,21 @@ async fn faults_are_injected_and_accounted() {
         c
     };
     // 500s.
-    let sim = start(with(Faults { error_500_rate: 1.0, ..Faults::default() })).await;
+    let sim = start(with(Faults {
+        error_500_rate: 1.0,
+        ..Faults::default()
+    }))
+    .await;
     wait_ready(sim.api).await;
     let (s, body) = post(sim.api, "/v1/completions", plain_req).await;
     assert_eq!(s, 500);
     assert!(body.contains("InternalServerError"));
     // Cut streams: the connection breaks before [DONE]; the engine counts an abort.
-    let sim = start(with(Faults { cut_rate: 1.0, ..Faults::default() })).await;
+    let sim = start(with(Faults {
+        cut_rate: 1.0,
+        ..Faults::default()
+    }))
+    .await;
     wait_ready(sim.api).await;
     for req in [stream_req, plain_req] {
         match request(sim.api, "POST", "/v1/completions", Some(req)).await {
@@ -199,23 +283,46 @@ async fn faults_are_injected_and_accounted() {
     }
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let m = get(sim.api, "/metrics").await.1;
-    assert!(m.contains(r#"finished_reason="abort",model_name="Qwen/Qwen3-0.6B"} 2.0"#), "aborts counted");
+    assert!(
+        m.contains(r#"finished_reason="abort",model_name="Qwen/Qwen3-0.6B"} 2.0"#),
+        "aborts counted"
+    );
     // Malformed events: the stream has an event that is not JSON, then ends; an error is counted.
-    let sim = start(with(Faults { malformed_rate: 1.0, ..Faults::default() })).await;
+    let sim = start(with(Faults {
+        malformed_rate: 1.0,
+        ..Faults::default()
+    }))
+    .await;
     wait_ready(sim.api).await;
     let (_, body) = post(sim.api, "/v1/completions", stream_req).await;
     let mut d = SseDecoder::default();
     let mut events = Vec::new();
     d.feed(body.as_bytes(), &mut events).unwrap();
-    assert!(events.iter().any(|e| serde_json::from_str::<serde_json::Value>(&e.data).is_err()));
+    assert!(
+        events
+            .iter()
+            .any(|e| serde_json::from_str::<serde_json::Value>(&e.data).is_err())
+    );
     assert!(!events.iter().any(|e| e.is_done()));
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let m = get(sim.api, "/metrics").await.1;
-    assert!(m.contains(r#"finished_reason="error",model_name="Qwen/Qwen3-0.6B"} 1.0"#), "errors counted");
+    assert!(
+        m.contains(r#"finished_reason="error",model_name="Qwen/Qwen3-0.6B"} 1.0"#),
+        "errors counted"
+    );
     // Stalls: the first byte comes after the stall (5 simulated seconds = 5 ms of wall time here).
-    let sim = start(with(Faults { stall_rate: 1.0, stall_s: 50.0, ..Faults::default() })).await;
+    let sim = start(with(Faults {
+        stall_rate: 1.0,
+        stall_s: 50.0,
+        ..Faults::default()
+    }))
+    .await;
     wait_ready(sim.api).await;
     let t = std::time::Instant::now();
     assert_eq!(post(sim.api, "/v1/completions", plain_req).await.0, 200);
-    assert!(t.elapsed().as_secs_f64() >= 0.05, "stalled for {:?}", t.elapsed());
+    assert!(
+        t.elapsed().as_secs_f64() >= 0.05,
+        "stalled for {:?}",
+        t.elapsed()
+    );
 }

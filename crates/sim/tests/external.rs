@@ -19,11 +19,15 @@ fn program(name: &str) -> PathBuf {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)"))
+        .unwrap_or_else(|| {
+            panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)")
+        })
 }
 
 fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(rel)
 }
 
 /// Kills the child process when the test ends, however it ends.
@@ -37,20 +41,29 @@ impl Drop for Reap {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
 }
 
 fn eks(speedup: f64, name: &str) -> SimConfig {
-    let mut c = SimConfig::new(inferscale_engine::profile("aws-eks-ministral-8b-l40s").unwrap(), name.into());
+    let mut c = SimConfig::new(
+        inferscale_engine::profile("aws-eks-ministral-8b-l40s").unwrap(),
+        name.into(),
+    );
     c.speedup = speedup;
     c
 }
@@ -69,10 +82,22 @@ fn background_load(api: SocketAddr, per_second: u32) -> tokio::sync::oneshot::Se
             }
             n += 1;
             let (path, body) = match n % 4 {
-                0 => ("/v1/completions", r#"{"prompt":"Write about clusters.","max_tokens":60,"stream":true}"#),
-                1 => ("/v1/completions", r#"{"prompt":"Write about nodes and pods.","max_tokens":60}"#),
-                2 => ("/v1/chat/completions", r#"{"messages":[{"role":"user","content":"Explain autoscaling."}],"max_tokens":60,"stream":true}"#),
-                _ => ("/v1/chat/completions", r#"{"messages":[{"role":"user","content":"Explain queues."}],"max_tokens":60}"#),
+                0 => (
+                    "/v1/completions",
+                    r#"{"prompt":"Write about clusters.","max_tokens":60,"stream":true}"#,
+                ),
+                1 => (
+                    "/v1/completions",
+                    r#"{"prompt":"Write about nodes and pods.","max_tokens":60}"#,
+                ),
+                2 => (
+                    "/v1/chat/completions",
+                    r#"{"messages":[{"role":"user","content":"Explain autoscaling."}],"max_tokens":60,"stream":true}"#,
+                ),
+                _ => (
+                    "/v1/chat/completions",
+                    r#"{"messages":[{"role":"user","content":"Explain queues."}],"max_tokens":60}"#,
+                ),
             };
             tokio::spawn(async move {
                 let _ = post(api, path, body).await;
@@ -100,8 +125,14 @@ async fn prometheus_scrapes_the_simulator_and_vllms_dashboard_queries_return_dat
     let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let _prom = Reap(
         Command::new(prometheus)
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address={prom_addr}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -109,33 +140,54 @@ async fn prometheus_scrapes_the_simulator_and_vllms_dashboard_queries_return_dat
             .unwrap(),
     );
     for _ in 0..200 {
-        if common::request(prom_addr, "GET", "/-/ready", None).await.map(|r| r.0) == Ok(200) {
+        if common::request(prom_addr, "GET", "/-/ready", None)
+            .await
+            .map(|r| r.0)
+            == Ok(200)
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Let Prometheus collect a dozen scrapes under load.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(testdata("vllm/grafana.json")).unwrap()).unwrap();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("vllm/grafana.json")).unwrap())
+            .unwrap();
     let mut exprs = Vec::new();
     collect_exprs(&dashboard, &mut exprs);
     assert!(exprs.len() >= 30, "found {} queries", exprs.len());
     let mut empty = Vec::new();
     for expr in &exprs {
-        let q = expr.replace("$model_name", model).replace("$__rate_interval", "10s");
-        let (status, body) = get(prom_addr, &format!("/api/v1/query?query={}", urlencode(&q))).await;
+        let q = expr
+            .replace("$model_name", model)
+            .replace("$__rate_interval", "10s");
+        let (status, body) =
+            get(prom_addr, &format!("/api/v1/query?query={}", urlencode(&q))).await;
         assert_eq!(status, 200, "{q}: {body}");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["status"], "success", "{q}: {body}");
         let results = v["data"]["result"].as_array().unwrap();
-        let has_number = results.iter().any(|r| r["value"][1].as_str().is_some_and(|x| x.parse::<f64>().is_ok_and(f64::is_finite)));
+        let has_number = results.iter().any(|r| {
+            r["value"][1]
+                .as_str()
+                .is_some_and(|x| x.parse::<f64>().is_ok_and(f64::is_finite))
+        });
         if !has_number {
             empty.push(q);
         }
     }
-    assert!(empty.is_empty(), "queries without data:\n{}", empty.join("\n"));
+    assert!(
+        empty.is_empty(),
+        "queries without data:\n{}",
+        empty.join("\n")
+    );
     // The DCGM endpoint was scraped too.
-    let (_, body) = get(prom_addr, &format!("/api/v1/query?query={}", urlencode("DCGM_FI_DEV_GPU_UTIL"))).await;
+    let (_, body) = get(
+        prom_addr,
+        &format!("/api/v1/query?query={}", urlencode("DCGM_FI_DEV_GPU_UTIL")),
+    )
+    .await;
     assert!(body.contains("NVIDIA L40S"), "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -164,20 +216,38 @@ async fn k6_runs_the_seeds_load_against_the_simulator_without_errors() {
     let out = tokio::process::Command::new(k6)
         .args(["run", "--quiet", "--no-color", "--summary-export"])
         .arg(&summary)
-        .args(["-e", &format!("BASE_URL=http://{}", sim.api), "-e", &format!("MODEL={model}")])
+        .args([
+            "-e",
+            &format!("BASE_URL=http://{}", sim.api),
+            "-e",
+            &format!("MODEL={model}"),
+        ])
         .args(["-e", "TARGET_RPS=8", "-e", "DURATION=10s"])
         .arg(&script)
         .env("K6_NO_USAGE_REPORT", "true")
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "k6 failed: {}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert!(
+        out.status.success(),
+        "k6 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     let m = &s["metrics"];
     let reqs = m["http_reqs"]["count"].as_f64().unwrap();
     assert!((75.0..=81.0).contains(&reqs), "{reqs} requests");
-    assert_eq!(m["http_req_failed"]["value"].as_f64().unwrap(), 0.0, "{}", m["http_req_failed"]);
-    assert!(m.get("dropped_iterations").is_none_or(|d| d["count"].as_f64() == Some(0.0)));
+    assert_eq!(
+        m["http_req_failed"]["value"].as_f64().unwrap(),
+        0.0,
+        "{}",
+        m["http_req_failed"]
+    );
+    assert!(
+        m.get("dropped_iterations")
+            .is_none_or(|d| d["count"].as_f64() == Some(0.0))
+    );
     // The server saw every request succeed.
     let (_, metrics) = get(sim.api, "/metrics").await;
     let exp = inferscale_promtext::parse(metrics.as_bytes()).unwrap();

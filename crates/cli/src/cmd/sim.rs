@@ -26,8 +26,14 @@ fn rate(name: &str, v: f64) -> Result<f64> {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path, what: &str) -> Result<T> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the {what} file {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a valid {what} (JSON with the built-in table's fields)", path.display()))
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} file {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a valid {what} (JSON with the built-in table's fields)",
+            path.display()
+        )
+    })
 }
 
 /// Resolves the flags into a simulator configuration.
@@ -36,21 +42,50 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         Some(name) => profile(name).ok_or_else(|| {
             anyhow!(
                 "unknown profile {name:?}; the profiles are: {}",
-                PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                PROFILES
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?,
-        None if a.gpu.is_none() && a.model.is_none() && a.gpu_spec.is_none() && a.model_spec.is_none() => {
-            profile("aws-eks-ministral-8b-l40s").ok_or_else(|| anyhow!("the default profile is missing"))?
+        None if a.gpu.is_none()
+            && a.model.is_none()
+            && a.gpu_spec.is_none()
+            && a.model_spec.is_none() =>
+        {
+            profile("aws-eks-ministral-8b-l40s")
+                .ok_or_else(|| anyhow!("the default profile is missing"))?
         }
         None => {
-            let gpu = find_gpu(a.gpu.as_deref().unwrap_or("H100")).ok_or_else(|| anyhow!("unknown GPU"))?;
-            let model = find_model(a.model.as_deref().unwrap_or("Llama-3.1-8B")).ok_or_else(|| anyhow!("unknown model"))?;
+            // A custom setup: start from an H100 serving Llama-3.1-8B; the flags below replace
+            // the parts given.
+            let gpu = find_gpu("H100").ok_or_else(|| anyhow!("the default GPU is missing"))?;
+            let model = find_model("Llama-3.1-8B")
+                .ok_or_else(|| anyhow!("the default model is missing"))?;
             EngineConfig::new(gpu, model)
         }
     };
+    if a.profile.is_none() && (a.gpu.is_some() || a.gpu_spec.is_some()) {
+        // vLLM's batch defaults depend on the GPU.
+        let large = a
+            .gpu
+            .as_deref()
+            .and_then(find_gpu)
+            .is_some_and(|g| g.large_batch_defaults());
+        engine.max_num_seqs = if large { 1024 } else { 256 };
+        engine.max_num_batched_tokens = if large { 8192 } else { 2048 };
+    }
     if let Some(g) = &a.gpu {
         engine.gpu = find_gpu(g).ok_or_else(|| {
-            anyhow!("unknown GPU {g:?}; known: {}", builtin_gpus().iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
+            anyhow!(
+                "unknown GPU {g:?}; known: {}",
+                builtin_gpus()
+                    .iter()
+                    .map(|g| g.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         })?;
     }
     if let Some(p) = &a.gpu_spec {
@@ -58,7 +93,14 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     }
     if let Some(m) = &a.model {
         engine.model = find_model(m).ok_or_else(|| {
-            anyhow!("unknown model {m:?}; known: {}", builtin_models().iter().map(|m| m.name.clone()).collect::<Vec<_>>().join(", "))
+            anyhow!(
+                "unknown model {m:?}; known: {}",
+                builtin_models()
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         })?;
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
@@ -97,13 +139,20 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     engine.enforce_eager |= a.enforce_eager;
     engine.seed = a.seed;
     if !(a.speedup.is_finite() && a.speedup > 0.0 && a.speedup <= 10_000.0) {
-        bail!("--speedup must be a number in (0, 10000], not {}", a.speedup);
+        bail!(
+            "--speedup must be a number in (0, 10000], not {}",
+            a.speedup
+        );
     }
     let slowdown = match &a.fault_slowdown {
         None => None,
         Some(s) => {
-            let (x, t) = s.split_once('@').ok_or_else(|| anyhow!("--fault-slowdown {s:?}: expected FACTOR@TIME, e.g. 3@120s"))?;
-            let x: f64 = x.parse().map_err(|_| anyhow!("--fault-slowdown {s:?}: {x:?} is not a number"))?;
+            let (x, t) = s.split_once('@').ok_or_else(|| {
+                anyhow!("--fault-slowdown {s:?}: expected FACTOR@TIME, e.g. 3@120s")
+            })?;
+            let x: f64 = x
+                .parse()
+                .map_err(|_| anyhow!("--fault-slowdown {s:?}: {x:?} is not a number"))?;
             if !(x.is_finite() && x > 0.0) {
                 bail!("--fault-slowdown {s:?}: the factor must be positive");
             }
@@ -119,7 +168,10 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         malformed_rate: rate("fault-malformed-rate", a.fault_malformed_rate)?,
         slowdown,
     };
-    let name = a.served_model_name.clone().unwrap_or_else(|| engine.model.hf_id.clone());
+    let name = a
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| engine.model.hf_id.clone());
     let mut cfg = SimConfig::new(engine, name);
     cfg.speedup = a.speedup;
     cfg.faults = faults;
@@ -142,7 +194,8 @@ fn list() -> String {
             g.memory_mib,
             g.mem_bandwidth_gbps,
             g.bf16_tflops,
-            g.fp8_tflops.map_or("-".into(), |f| format!("{f:.0} TFLOP/s"))
+            g.fp8_tflops
+                .map_or("-".into(), |f| format!("{f:.0} TFLOP/s"))
         ));
     }
     s.push_str("\nModels:\n");
@@ -177,11 +230,19 @@ pub(crate) fn describe(cfg: &SimConfig, sim: &Sim) -> String {
         e.model.hf_id,
         e.model.name,
         e.model.loaded_bytes(e.dtype) / GIB,
-        if e.kv_dtype_bytes < 2.0 { "fp8" } else { "auto (16-bit)" }
+        if e.kv_dtype_bytes < 2.0 {
+            "fp8"
+        } else {
+            "auto (16-bit)"
+        }
     ));
     s.push_str(&format!(
         "  gpu     {}× {} ({:.0} MiB, {:.0} GB/s), tensor parallel {}\n",
-        e.tensor_parallel_size, e.gpu.product_name, e.gpu.memory_mib, e.gpu.mem_bandwidth_gbps, e.tensor_parallel_size
+        e.tensor_parallel_size,
+        e.gpu.product_name,
+        e.gpu.memory_mib,
+        e.gpu.mem_bandwidth_gbps,
+        e.tensor_parallel_size
     ));
     s.push_str(&format!(
         "  vllm    max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, gpu_memory_utilization {}{}\n",
@@ -199,7 +260,12 @@ pub(crate) fn describe(cfg: &SimConfig, sim: &Sim) -> String {
         plan.kv_tokens() as f64 / f64::from(e.max_model_len)
     ));
     let cost = e.cost_model();
-    let decode = |n: u32| StepShape { decode_seqs: n, decode_context_tokens: u64::from(n) * 512, sampled: n, ..StepShape::default() };
+    let decode = |n: u32| StepShape {
+        decode_seqs: n,
+        decode_context_tokens: u64::from(n) * 512,
+        sampled: n,
+        ..StepShape::default()
+    };
     let one = cost.step(&decode(1), 1.0).total_s;
     let full_batch = e.max_num_seqs.min((plan.kv_tokens() / 512) as u32).max(1);
     let full = cost.step(&decode(full_batch), 1.0).total_s;
@@ -225,12 +291,21 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = resolve(args)?;
-    let api: SocketAddr = args.listen.parse().with_context(|| format!("--listen {:?} is not an address like 127.0.0.1:8000", args.listen))?;
+    let api: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {:?} is not an address like 127.0.0.1:8000",
+            args.listen
+        )
+    })?;
     let dcgm: Option<SocketAddr> = match &args.dcgm_listen {
         None => None,
-        Some(d) => Some(d.parse().with_context(|| format!("--dcgm-listen {d:?} is not an address like 127.0.0.1:9400"))?),
+        Some(d) => Some(d.parse().with_context(|| {
+            format!("--dcgm-listen {d:?} is not an address like 127.0.0.1:9400")
+        })?),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let mut listeners = Vec::new();
         let mut lines = Vec::new();
@@ -243,22 +318,43 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
                 a
             };
             let a = at(api);
-            let l = TcpListener::bind(a).await.with_context(|| format!("cannot listen on {a}"))?;
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen on {a}"))?;
             let a = l.local_addr()?;
             let d = match dcgm {
                 None => None,
                 Some(base) => {
                     let da = at(base);
-                    Some(TcpListener::bind(da).await.with_context(|| format!("cannot listen on {da} (DCGM)"))?)
+                    Some(
+                        TcpListener::bind(da)
+                            .await
+                            .with_context(|| format!("cannot listen on {da} (DCGM)"))?,
+                    )
                 }
             };
-            let dline = d.as_ref().and_then(|l| l.local_addr().ok()).map_or(String::new(), |da| format!(", DCGM http://{da}/metrics"));
-            lines.push(format!("  serving http://{a} (OpenAI API, /metrics, /health){dline}"));
+            let dline = d
+                .as_ref()
+                .and_then(|l| l.local_addr().ok())
+                .map_or(String::new(), |da| format!(", DCGM http://{da}/metrics"));
+            lines.push(format!(
+                "  serving http://{a} (OpenAI API, /metrics, /health){dline}"
+            ));
             listeners.push((l, d));
         }
-        let sim = Sim::start(cfg.clone(), usize::from(args.replicas)).map_err(|e| anyhow!("{e}"))?;
-        let title = args.profile.clone().unwrap_or_else(|| if args.gpu.is_none() && args.model.is_none() { "aws-eks-ministral-8b-l40s".into() } else { "custom".into() });
-        let mut head = format!("inferscale sim: {title}, served as {:?}\n", cfg.served_model_name);
+        let sim =
+            Sim::start(cfg.clone(), usize::from(args.replicas)).map_err(|e| anyhow!("{e}"))?;
+        let title = args.profile.clone().unwrap_or_else(|| {
+            if args.gpu.is_none() && args.model.is_none() {
+                "aws-eks-ministral-8b-l40s".into()
+            } else {
+                "custom".into()
+            }
+        });
+        let mut head = format!(
+            "inferscale sim: {title}, served as {:?}\n",
+            cfg.served_model_name
+        );
         head.push_str(&describe(&cfg, &sim));
         for l in &lines {
             head.push_str(l);

@@ -28,14 +28,25 @@ pub(crate) async fn start(cfg: SimConfig) -> Running {
     tokio::spawn(sim.serve(vec![(api, Some(dcgm))], async {
         let _ = rx.await;
     }));
-    Running { api: api_addr, dcgm: dcgm_addr, _stop: tx }
+    Running {
+        api: api_addr,
+        dcgm: dcgm_addr,
+        _stop: tx,
+    }
 }
 
 /// Sends one request on a fresh connection and returns the status, the headers and the whole
 /// body (`Err` when the connection broke, as injected cuts do).
-pub(crate) async fn request(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Result<(u16, String), String> {
+pub(crate) async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
     let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     let req = http::Request::builder()
         .method(method)
@@ -46,7 +57,12 @@ pub(crate) async fn request(addr: SocketAddr, method: &str, path: &str, body: Op
         .unwrap();
     let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
     Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
 }
 
