@@ -269,3 +269,33 @@ fn aborts_free_their_blocks_and_are_counted() {
         EventKind::Finished(inferscale_engine::stats::FinishReason::Abort)
     ));
 }
+
+#[test]
+fn a_slowdown_fault_slows_steps_from_its_start_time() {
+    let run = |slowdown| {
+        let mut e = engine("H100", "Llama-3.1-8B", |c| c.slowdown = slowdown);
+        let spec = RequestSpec {
+            prompt_tokens: 100,
+            max_tokens: 200,
+            ignore_eos: true,
+        };
+        let early = e.submit(spec, 0.0);
+        let mut events = run_to_end(&mut e);
+        let late = e.submit(spec, 100.0);
+        events.extend(run_to_end(&mut e));
+        let d = finished(&events);
+        (d[&early].t, d[&late].t - 100.0)
+    };
+    let (early_normal, late_normal) = run(None);
+    let (early_slow, late_slow) = run(Some((3.0, 50.0)));
+    assert_eq!(
+        early_normal, early_slow,
+        "before the fault starts nothing changes"
+    );
+    // Three times longer steps (a little less overall: the GPU clocks ramp up faster).
+    let ratio = late_slow / late_normal;
+    assert!(
+        (2.5..=3.01).contains(&ratio),
+        "{late_slow} vs {late_normal}"
+    );
+}

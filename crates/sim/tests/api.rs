@@ -133,6 +133,24 @@ async fn metrics_follow_the_engine_and_deprecated_names_are_optional() {
             .label("modelName"),
         Some("NVIDIA L40S")
     );
+    // Busy GPU: utilisation and power follow the engine's steps.
+    let busy = common::background_requests(sim.api, 20);
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let (_, dcgm) = get(sim.dcgm, "/metrics").await;
+    busy.iter().for_each(|h| h.abort());
+    let d = parse(dcgm.as_bytes()).unwrap();
+    let util = d
+        .samples_named("DCGM_FI_DEV_GPU_UTIL")
+        .next()
+        .unwrap()
+        .value();
+    let power = d
+        .samples_named("DCGM_FI_DEV_POWER_USAGE")
+        .next()
+        .unwrap()
+        .value();
+    assert!(util > 10.0, "util {util}");
+    assert!(power > 40.0, "power {power} W (idle 35 W)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

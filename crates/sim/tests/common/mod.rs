@@ -84,3 +84,17 @@ pub(crate) async fn wait_ready(addr: SocketAddr) {
     }
     panic!("the simulator never became ready");
 }
+
+/// Keeps `n` long requests in flight until the returned tasks are aborted.
+pub(crate) fn background_requests(api: SocketAddr, n: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            tokio::spawn(async move {
+                loop {
+                    let body = r#"{"prompt":"go","max_tokens":500,"ignore_eos":true}"#;
+                    let _ = request(api, "POST", "/v1/completions", Some(body)).await;
+                }
+            })
+        })
+        .collect()
+}
