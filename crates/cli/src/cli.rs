@@ -28,6 +28,10 @@ pub(crate) enum Command {
     Scrape(ScrapeArgs),
     /// Serve a simulated vLLM server (OpenAI API, /metrics, DCGM metrics) on a performance model.
     Sim(Box<SimArgs>),
+    /// Warm a server up with sequential requests and show the cold-start cost.
+    Warmup(WarmupArgs),
+    /// Load a server step by step at constant arrival rates and write run.json.
+    Load(Box<LoadArgs>),
 }
 
 /// The exposition format to assume.
@@ -215,4 +219,165 @@ pub(crate) struct SimArgs {
     /// Steps X times slower from simulated time T on, e.g. 3@120s.
     #[arg(long, value_name = "X@T")]
     pub(crate) fault_slowdown: Option<String>,
+}
+
+/// The endpoint to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ApiArg {
+    /// POST /v1/completions.
+    Completions,
+    /// POST /v1/chat/completions.
+    Chat,
+}
+
+/// `inferscale warmup`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Sends requests one after another (each when the previous has finished), as the seeds' k6
+warm-up job does: 100 non-streaming completions of a fixed prompt with max_tokens 100.
+The first requests pay one-time costs (CUDA graphs, kernel autotuning, clocks ramping up);
+the report compares the first with the steady latency.
+
+Examples:
+  inferscale warmup --url http://127.0.0.1:8000
+  inferscale warmup --url http://vllm:8000 --requests 20 --json")]
+pub(crate) struct WarmupArgs {
+    /// The server's base URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: String,
+    /// The served model (default: the server's first).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// Requests to send.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) requests: u32,
+    /// max_tokens of each request.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_tokens: u32,
+    /// The prompt (default: the seeds' warm-up prompt).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) prompt: Option<String>,
+    /// The endpoint.
+    #[arg(long, value_enum, default_value_t = ApiArg::Completions)]
+    pub(crate) api: ApiArg,
+    /// Stream the responses (the seeds' warm-up did not).
+    #[arg(long)]
+    pub(crate) stream: bool,
+    /// Give up on a request after this long.
+    #[arg(long, value_name = "DURATION", default_value = "240s", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+    /// For a simulator running K times faster: report latencies in its time.
+    #[arg(long, value_name = "K", default_value_t = 1.0)]
+    pub(crate) speedup: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `inferscale load`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The default plan is the seeds': 10, 20, ..., 70 req/s, 60 s per step, 30 s of rest between
+steps, constant arrivals, max_tokens 100, the random-first-word prompt, at most 500 requests in
+flight (more are dropped and counted, as k6 drops iterations past maxVUs). Latencies are
+measured from each request's intended send time. The server's /metrics is scraped every
+second (of its time) to see its queue.
+
+Examples:
+  inferscale load --url http://127.0.0.1:8000
+  inferscale load --url http://127.0.0.1:8000 --rates 5,10 --step 30s --rest 10s --threshold 'p95(e2e)<5s'
+  inferscale load --url http://127.0.0.1:8000 --speedup 20        # a simulator running 20x fast
+  inferscale load --url http://vllm:8000 --no-stream --no-connection-reuse   # exactly like the seeds' k6
+  inferscale load --plan plan.yaml --out run.json --requests-out requests.jsonl
+
+Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server.
+Ctrl-C stops sending, waits --grace for requests in flight, and writes the partial result.")]
+pub(crate) struct LoadArgs {
+    /// The server's base URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: Option<String>,
+    /// The served model (default: the server's first, from /v1/models).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// Everything below declared in one YAML or TOML file (flags given here win).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plan: Option<std::path::PathBuf>,
+    /// Offered rates of the steps, req/s.
+    #[arg(long, value_name = "R,R,...", value_delimiter = ',')]
+    pub(crate) rates: Option<Vec<f64>>,
+    /// How long each step sends.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) step: Option<Duration>,
+    /// Pause after each step (its requests finish meanwhile).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) rest: Option<Duration>,
+    /// Arrival process: constant, poisson, or gamma:SHAPE (bursty below 1).
+    #[arg(long, value_name = "KIND")]
+    pub(crate) arrival: Option<String>,
+    /// Requests in flight at most; further ones are dropped and counted.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_in_flight: Option<usize>,
+    /// The endpoint.
+    #[arg(long, value_enum)]
+    pub(crate) api: Option<ApiArg>,
+    /// Stream responses (measures TTFT, TPOT and ITL; the default).
+    #[arg(long, overrides_with = "no_stream")]
+    pub(crate) stream: bool,
+    /// Do not stream (the seeds' k6 did not; no TTFT then).
+    #[arg(long)]
+    pub(crate) no_stream: bool,
+    /// max_tokens: N, or a distribution (uniform:A,B, normal:MEAN,STD, lognormal:MEDIAN,SIGMA).
+    #[arg(long, value_name = "LEN")]
+    pub(crate) max_tokens: Option<String>,
+    /// A fixed prompt for every request.
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["prompt_tokens", "dataset"])]
+    pub(crate) prompt: Option<String>,
+    /// Synthetic prompts of this many tokens (N or a distribution, as --max-tokens).
+    #[arg(long, value_name = "LEN", conflicts_with = "dataset")]
+    pub(crate) prompt_tokens: Option<String>,
+    /// Prompts from a JSONL file ({"prompt": ...} or {"messages": [...]}) or ShareGPT JSON.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dataset: Option<std::path::PathBuf>,
+    /// Sampling temperature.
+    #[arg(long, value_name = "T")]
+    pub(crate) temperature: Option<f64>,
+    /// Ask the server to ignore end-of-sequence (every answer max_tokens long).
+    #[arg(long)]
+    pub(crate) ignore_eos: bool,
+    /// Give up on a request this long after its intended send time.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// Open a new connection for every request (as the seeds' k6 did).
+    #[arg(long)]
+    pub(crate) no_connection_reuse: bool,
+    /// Where the server's metrics are (default: URL/metrics).
+    #[arg(long, value_name = "URL")]
+    pub(crate) metrics_url: Option<String>,
+    /// Do not scrape the server's metrics.
+    #[arg(long, conflicts_with = "metrics_url")]
+    pub(crate) no_metrics: bool,
+    /// For a simulator running K times faster: rates x K, durations / K, results in its time.
+    #[arg(long, value_name = "K")]
+    pub(crate) speedup: Option<f64>,
+    /// Seed of the random choices (prompts, Poisson arrivals).
+    #[arg(long, value_name = "N")]
+    pub(crate) seed: Option<u64>,
+    /// Sequential warm-up requests before the plan.
+    #[arg(long, value_name = "N")]
+    pub(crate) warmup: Option<u32>,
+    /// Write the result here.
+    #[arg(long, value_name = "FILE", default_value = "run.json")]
+    pub(crate) out: std::path::PathBuf,
+    /// Also write every request as a JSON line here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) requests_out: Option<std::path::PathBuf>,
+    /// A pass/fail criterion, k6-style: 'p95(e2e)<5s', 'error_rate<1%', 'drop_rate<0.1%'.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub(crate) thresholds: Vec<String>,
+    /// After Ctrl-C, how long requests in flight may finish.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) grace: Duration,
+    /// Print the result as JSON (run.json's content) instead of the table.
+    #[arg(long)]
+    pub(crate) json: bool,
 }

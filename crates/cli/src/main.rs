@@ -5,7 +5,6 @@
 
 mod cli;
 mod cmd;
-mod http;
 mod output;
 mod units;
 
@@ -18,6 +17,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Scrape(args) => cmd::scrape::run(args),
         cli::Command::Sim(args) => cmd::sim::run(&args),
+        cli::Command::Warmup(args) => cmd::load::run_warmup_cmd(&args),
+        cli::Command::Load(args) => cmd::load::run_load(&args),
     };
     match result {
         Ok(code) => code,

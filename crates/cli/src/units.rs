@@ -48,30 +48,7 @@ fn secs_to_duration(secs: f64) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(secs))
 }
 
-/// Prints a duration compactly: `250ms`, `5s`, `1m30s`.
-pub(crate) fn format_duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 1.0 {
-        return format!("{}ms", (secs * 1000.0).round() as u64);
-    }
-    if secs < 60.0 {
-        let s = format!("{secs:.3}");
-        return format!("{}s", s.trim_end_matches('0').trim_end_matches('.'));
-    }
-    let whole = secs.round() as u64;
-    let (h, m, s) = (whole / 3600, whole / 60 % 60, whole % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
-}
+pub(crate) use inferscale_loadgen::target::format_duration;
 
 /// Parses a byte size: `1048576`, `512KiB`, `64MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of
 /// ten).
@@ -123,9 +100,6 @@ mod tests {
         for bad in ["", "s", "5x", "-1s", "1e400", "5 s", "m5"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
-        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
-        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(format_duration(Duration::from_millis(2500)), "2.5s");
     }
 
     #[test]

@@ -265,6 +265,9 @@ struct Req {
     prompt: u32,
     max_tokens: u32,
     stop_at: u32,
+    /// Ends the request with this reason once it has this many output tokens (fault
+    /// injection: a response cut or broken at a known point).
+    cut: Option<(u32, FinishReason)>,
     arrival: f64,
     ready: f64,
     output: u32,
@@ -371,6 +374,18 @@ impl Engine {
     /// Adds a request arriving at `now` and returns its id. The caller has checked it against
     /// `max_model_len`.
     pub fn submit(&mut self, spec: RequestSpec, now: f64) -> u64 {
+        self.submit_with_cut(spec, now, None)
+    }
+
+    /// [`Engine::submit`], ending the request with `reason` once it has `tokens` output tokens
+    /// (the simulator's cut and malformed-stream faults: the engine and the client agree on
+    /// how the request ended, with no race between the cut and the last tokens).
+    pub fn submit_with_cut(
+        &mut self,
+        spec: RequestSpec,
+        now: f64,
+        cut: Option<(u32, FinishReason)>,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let natural = match (spec.ignore_eos, self.cfg.output_length) {
@@ -396,6 +411,7 @@ impl Engine {
             prompt: spec.prompt_tokens.max(1),
             max_tokens,
             stop_at: max_tokens.min(natural),
+            cut,
             arrival: now,
             ready: now + frontend,
             output: 0,
@@ -650,7 +666,7 @@ impl Engine {
     fn complete(&mut self, f: InFlight, events: &mut Vec<Event>) {
         self.now = f.end;
         let t = f.end;
-        let mut finished: Vec<(u64, FinishReason)> = Vec::new();
+        let mut finished: Vec<(u64, FinishReason, bool)> = Vec::new();
         let mut j = 0;
         for (id, n) in f.scheduled {
             // Scheduled requests are still in `running`, in order (preemption happens only at
@@ -687,20 +703,26 @@ impl Engine {
                 output_tokens: r.output,
                 prompt_tokens: r.prompt,
             });
-            if r.output >= r.stop_at {
+            if let Some((n, reason)) = r.cut
+                && r.output >= n
+            {
+                finished.push((r.id, reason, false));
+            } else if r.output >= r.stop_at {
                 let reason = if r.output >= r.max_tokens {
                     FinishReason::Length
                 } else {
                     FinishReason::Stop
                 };
-                finished.push((r.id, reason));
+                finished.push((r.id, reason, true));
             }
         }
-        for (id, reason) in finished {
+        for (id, reason, normal) in finished {
             if let Some(pos) = self.running.iter().position(|r| r.id == id) {
                 let mut r = self.running.remove(pos);
                 self.pool.release(&mut r.blocks);
-                self.record_finished(&r, t);
+                if normal {
+                    self.record_finished(&r, t);
+                }
                 self.finish(r, reason, t, events);
             }
         }

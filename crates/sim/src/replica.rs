@@ -84,6 +84,8 @@ pub(crate) struct Submission {
     pub(crate) spec: RequestSpec,
     /// Where its updates go.
     pub(crate) updates: mpsc::UnboundedSender<Update>,
+    /// End it with this reason after this many tokens (cut and malformed faults).
+    pub(crate) cut: Option<(u32, FinishReason)>,
 }
 
 /// What the engine thread was at one moment.
@@ -125,7 +127,7 @@ pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock)
         for cmd in pending.drain(..) {
             match cmd {
                 Command::Submit(s) => {
-                    let id = engine.submit(s.spec, now);
+                    let id = engine.submit_with_cut(s.spec, now, s.cut);
                     ids.insert(s.key, id);
                     sinks.insert(id, (s.key, s.updates));
                 }
@@ -209,12 +211,18 @@ impl EngineHandle {
     }
 
     /// Submits a request; its updates arrive on the returned receiver.
-    pub(crate) fn submit(&self, key: u64, spec: RequestSpec) -> mpsc::UnboundedReceiver<Update> {
+    pub(crate) fn submit(
+        &self,
+        key: u64,
+        spec: RequestSpec,
+        cut: Option<(u32, FinishReason)>,
+    ) -> mpsc::UnboundedReceiver<Update> {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = self.commands.send(Command::Submit(Submission {
             key,
             spec,
             updates: tx,
+            cut,
         }));
         rx
     }

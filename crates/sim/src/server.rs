@@ -23,7 +23,7 @@ use inferscale_openai::{
     ModelList, Usage,
 };
 use serde_json::Value;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::SimConfig;
@@ -127,12 +127,25 @@ pub(crate) async fn serve_listener(
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
+        let Ok((stream, closed, watcher)) = watch_disconnect(stream) else {
+            continue;
+        };
         let replica = Arc::clone(&replica);
         let mut stop = shutdown.clone();
         tokio::spawn(async move {
+            let _watcher = AbortOnDrop(watcher);
             let svc = service_fn(move |req| {
                 let replica = Arc::clone(&replica);
-                async move { Ok::<_, Infallible>(route(req, replica, dcgm).await) }
+                let mut closed = closed.clone();
+                async move {
+                    // A client that hangs up ends its request, as vLLM aborts on disconnect
+                    // (hyper alone would only notice when it next writes).
+                    let resp = tokio::select! {
+                        r = route(req, replica, dcgm) => r,
+                        _ = closed.wait_for(|c| *c) => error(StatusCode::BAD_REQUEST, "the client disconnected", None),
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(64 * 1024)
@@ -147,6 +160,42 @@ pub(crate) async fn serve_listener(
             }
         });
     }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Splits a connection into the stream hyper serves and a watch that turns true when the
+/// client closes its side. A duplicate of the socket is peeked (never read) for end-of-file;
+/// pending bytes (a next keep-alive request) are left for hyper.
+fn watch_disconnect(
+    stream: TcpStream,
+) -> std::io::Result<(TcpStream, watch::Receiver<bool>, tokio::task::AbortHandle)> {
+    let std = stream.into_std()?;
+    let dup = std.try_clone()?;
+    let stream = TcpStream::from_std(std)?;
+    let dup = TcpStream::from_std(dup)?;
+    let (tx, rx) = watch::channel(false);
+    let watcher = tokio::spawn(async move {
+        let mut b = [0u8; 1];
+        loop {
+            match dup.peek(&mut b).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+        let _ = tx.send(true);
+        // Keep the duplicate open until the connection task ends (it aborts this task), so
+        // the socket closes when hyper is done with it, not before.
+        std::future::pending::<()>().await;
+    });
+    Ok((stream, rx, watcher.abort_handle()))
 }
 
 async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<Body> {
@@ -596,7 +645,14 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
         max_tokens: g.max_tokens,
         ignore_eos: g.ignore_eos,
     };
-    let rx = r.engine.submit(key, spec);
+    // A cut or a malformed stream is decided up front and carried out by the engine, so the
+    // server's count (abort, error) and what the client sees always agree.
+    let cut = match (fate.cut_after, fate.malformed_after) {
+        (Some(at), _) => Some((at.min(g.max_tokens), FinishReason::Abort)),
+        (None, Some(at)) => Some((at.min(g.max_tokens), FinishReason::Error)),
+        (None, None) => None,
+    };
+    let rx = r.engine.submit(key, spec, cut);
     let guard = CancelGuard {
         engine: r.engine.clone(),
         key,
@@ -643,13 +699,7 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
 async fn whole_response(mut s: Stream) -> Response<Body> {
     let (output, reason, prompt) = loop {
         match s.rx.recv().await {
-            Some(Update::Token(n)) => {
-                if s.fate.cut_after.is_some_and(|at| n >= at)
-                    || s.fate.malformed_after.is_some_and(|at| n >= at)
-                {
-                    break (n, FinishReason::Abort, 0);
-                }
-            }
+            Some(Update::Token(_)) => {}
             Some(Update::Done {
                 reason,
                 prompt,
@@ -670,8 +720,7 @@ async fn whole_response(mut s: Stream) -> Response<Body> {
     let text: String = (0..output)
         .map(|i| format!(" {}", token_text(s.seed, s.fingerprint, i)))
         .collect();
-    if s.fate.malformed_after.is_some() && s.guard.armed {
-        s.guard.end(Some(FinishReason::Error));
+    if reason == FinishReason::Error && s.fate.malformed_after.is_some() {
         let broken = format!(
             "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
             s.id,
@@ -679,8 +728,7 @@ async fn whole_response(mut s: Stream) -> Response<Body> {
         );
         return full(StatusCode::OK, "application/json", broken);
     }
-    if s.fate.cut_after.is_some() && s.guard.armed {
-        s.guard.end(Some(FinishReason::Abort));
+    if reason == FinishReason::Abort && s.fate.cut_after.is_some() {
         let half = format!(
             "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
             s.id,
@@ -892,18 +940,6 @@ impl hyper::body::Body for Stream {
                         );
                     }
                     this.sent = this.sent.max(n);
-                    if this.fate.cut_after.is_some_and(|at| this.sent >= at) {
-                        this.guard.end(Some(FinishReason::Abort));
-                        this.state = StreamState::Cut;
-                        break;
-                    }
-                    if this.fate.malformed_after.is_some_and(|at| this.sent >= at) {
-                        this.guard.end(Some(FinishReason::Error));
-                        this.head(&mut out);
-                        out.push_str(",\"choices\":[{\"index\":0,\"text\":\" broken\\u00\n\n");
-                        this.state = StreamState::Closed;
-                        break;
-                    }
                 }
                 Poll::Ready(Some(Update::Done {
                     reason,
@@ -911,8 +947,16 @@ impl hyper::body::Body for Stream {
                     output,
                 })) => {
                     this.guard.end(None);
-                    this.finish(&mut out, reason, prompt, output);
-                    this.state = StreamState::Closed;
+                    if reason == FinishReason::Abort && this.fate.cut_after.is_some() {
+                        this.state = StreamState::Cut;
+                    } else if reason == FinishReason::Error && this.fate.malformed_after.is_some() {
+                        this.head(&mut out);
+                        out.push_str(",\"choices\":[{\"index\":0,\"text\":\" broken\\u00\n\n");
+                        this.state = StreamState::Closed;
+                    } else {
+                        this.finish(&mut out, reason, prompt, output);
+                        this.state = StreamState::Closed;
+                    }
                     break;
                 }
                 Poll::Ready(None) => {

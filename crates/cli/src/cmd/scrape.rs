@@ -13,9 +13,10 @@ use inferscale_promtext::{Format, ParseOptions, parse_with, validate_openmetrics
 use serde_json::{Map, Value, json};
 
 use crate::cli::{FormatArg, ScrapeArgs};
-use crate::http::{self, Target};
 use crate::output::emit;
 use crate::units::{format_duration, format_seconds};
+use inferscale_loadgen::Target;
+use inferscale_loadgen::transport::get_once;
 
 /// The `Accept` header Prometheus sends: OpenMetrics preferred, text accepted.
 const ACCEPT: &str =
@@ -80,7 +81,9 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
             let source = if t == "-" {
                 Ok(Source::Stdin)
             } else if t.contains("://") {
-                Target::parse(t).map(Source::Url)
+                Target::parse_metrics(t)
+                    .map(Source::Url)
+                    .map_err(|e| anyhow!(e))
             } else {
                 Ok(Source::File(t.clone()))
             };
@@ -101,10 +104,22 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
 async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
     match source {
         Source::Url(t) => {
-            let r = http::get(t, ACCEPT, cfg.timeout, cfg.max_body).await?;
+            let (status, body, content_type) = get_once(t, ACCEPT, cfg.timeout, cfg.max_body)
+                .await
+                .map_err(|e| anyhow!(e))?;
+            if status != 200 {
+                let snippet: String = String::from_utf8_lossy(&body[..body.len().min(200)])
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect();
+                if snippet.is_empty() {
+                    bail!("HTTP {status}");
+                }
+                bail!("HTTP {status}: {snippet}");
+            }
             Ok(Body {
-                bytes: r.body,
-                content_type: r.content_type,
+                bytes: body,
+                content_type,
             })
         }
         Source::File(path) => {

@@ -1,0 +1,795 @@
+//! `inferscale load` and `inferscale warmup`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use inferscale_loadgen::prompt::{Api, Length, PromptSource, RequestSpec, SEEDS_WARMUP_PROMPT};
+use inferscale_loadgen::report::{RunReport, StepReport, WarmupReport};
+use inferscale_loadgen::schedule::{Arrival, Stage};
+use inferscale_loadgen::threshold::Threshold;
+use inferscale_loadgen::transport::{Client, ClientConfig};
+use inferscale_loadgen::{LoadConfig, Progress, Target};
+use serde::Deserialize;
+
+use crate::cli::{ApiArg, LoadArgs, WarmupArgs};
+use crate::cmd::sim::shutdown_signal;
+use crate::output::emit;
+use crate::units::{format_seconds, parse_duration};
+
+/// A duration in a plan file: seconds, or text like `60s`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum DurationValue {
+    Seconds(f64),
+    Text(String),
+}
+
+impl DurationValue {
+    fn get(&self, field: &str) -> Result<Duration> {
+        match self {
+            DurationValue::Seconds(s) if s.is_finite() && *s >= 0.0 => {
+                Ok(Duration::from_secs_f64(*s))
+            }
+            DurationValue::Seconds(s) => bail!("plan field `{field}`: {s} is not a duration"),
+            DurationValue::Text(t) => {
+                parse_duration(t).map_err(|e| anyhow!("plan field `{field}`: {e}"))
+            }
+        }
+    }
+}
+
+/// A token length in a plan file: a number, or text like `uniform:10,20`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum LengthValue {
+    Tokens(u32),
+    Text(String),
+}
+
+impl LengthValue {
+    fn get(&self, field: &str) -> Result<Length> {
+        match self {
+            LengthValue::Tokens(n) if *n > 0 => Ok(Length::Fixed { tokens: *n }),
+            LengthValue::Tokens(_) => bail!("plan field `{field}`: must be at least 1"),
+            LengthValue::Text(t) => {
+                Length::parse(t).map_err(|e| anyhow!("plan field `{field}`: {e}"))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageFile {
+    rate: f64,
+    #[serde(default)]
+    end_rate: Option<f64>,
+    duration: DurationValue,
+    #[serde(default)]
+    rest: Option<DurationValue>,
+}
+
+/// `--plan FILE`: every load setting in one YAML or TOML document.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlanFile {
+    url: Option<String>,
+    model: Option<String>,
+    rates: Option<Vec<f64>>,
+    step: Option<DurationValue>,
+    rest: Option<DurationValue>,
+    stages: Option<Vec<StageFile>>,
+    arrival: Option<String>,
+    max_in_flight: Option<usize>,
+    api: Option<String>,
+    stream: Option<bool>,
+    max_tokens: Option<LengthValue>,
+    prompt: Option<String>,
+    prompt_tokens: Option<LengthValue>,
+    dataset: Option<PathBuf>,
+    temperature: Option<f64>,
+    ignore_eos: Option<bool>,
+    timeout: Option<DurationValue>,
+    connection_reuse: Option<bool>,
+    metrics_url: Option<String>,
+    speedup: Option<f64>,
+    seed: Option<u64>,
+    warmup: Option<u32>,
+    thresholds: Option<Vec<String>>,
+}
+
+fn read_plan(path: &Path) -> Result<PlanFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the plan {}", path.display()))?;
+    let toml = path.extension().is_some_and(|e| e == "toml");
+    let plan: PlanFile = if toml {
+        toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
+    } else {
+        serde_yaml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
+    };
+    Ok(plan)
+}
+
+pub(crate) fn parse_arrival(s: &str) -> Result<Arrival> {
+    match s {
+        "constant" => Ok(Arrival::Constant),
+        "poisson" => Ok(Arrival::Poisson),
+        g => match g.strip_prefix("gamma:").and_then(|x| x.parse::<f64>().ok()) {
+            Some(shape) if shape.is_finite() && shape > 0.0 => Ok(Arrival::Gamma { shape }),
+            _ => bail!(
+                "invalid arrival {s:?} (expected constant, poisson or gamma:SHAPE with SHAPE > 0)"
+            ),
+        },
+    }
+}
+
+fn api_of(a: ApiArg) -> Api {
+    match a {
+        ApiArg::Completions => Api::Completions,
+        ApiArg::Chat => Api::Chat,
+    }
+}
+
+/// The server's models, from `/v1/models`.
+pub(crate) async fn models(target: &Target) -> Result<Vec<String>> {
+    let client = Client::new(ClientConfig {
+        target: target.clone(),
+        reuse: false,
+        timeout: Duration::from_secs(10),
+        max_body: 4 << 20,
+    });
+    let (status, body, _) = client
+        .get("/v1/models", Duration::from_secs(10))
+        .await
+        .map_err(|e| anyhow!("{} does not answer: {e}", target.url))?;
+    if status != 200 {
+        bail!(
+            "{}/v1/models answered HTTP {status}; is this an OpenAI-compatible server?",
+            target.url.trim_end_matches('/')
+        );
+    }
+    let list: inferscale_openai::ModelList = serde_json::from_slice(&body).map_err(|e| {
+        anyhow!(
+            "{}/v1/models did not return a model list: {e}",
+            target.url.trim_end_matches('/')
+        )
+    })?;
+    Ok(list.data.into_iter().map(|m| m.id).collect())
+}
+
+/// Checks the model exists (or picks the first).
+pub(crate) async fn resolve_model(target: &Target, wanted: Option<String>) -> Result<String> {
+    let available = models(target).await?;
+    match wanted {
+        Some(m) if available.contains(&m) => Ok(m),
+        Some(m) => bail!(
+            "the server has no model {m:?}; it serves: {}",
+            available.join(", ")
+        ),
+        None => available
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("{} serves no model", target.url)),
+    }
+}
+
+/// Checks that `path` can be written (without touching an existing file).
+pub(crate) fn check_writable(path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = dir.join(format!(".inferscale-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").with_context(|| {
+        format!(
+            "cannot write {} (the directory {} is not writable)",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(probe);
+    if path.is_dir() {
+        bail!("{} is a directory, not a file", path.display());
+    }
+    Ok(())
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|f| f.to_str()).unwrap_or("out"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
+}
+
+/// The load plan resolved from flags, a plan file and defaults.
+pub(crate) struct Resolved {
+    pub(crate) url: Target,
+    pub(crate) model: Option<String>,
+    pub(crate) config: LoadConfig,
+    pub(crate) dataset: Option<PathBuf>,
+    pub(crate) warmup: u32,
+    pub(crate) thresholds: Vec<Threshold>,
+}
+
+pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
+    let p = match &a.plan {
+        Some(path) => read_plan(path)?,
+        None => PlanFile::default(),
+    };
+    let url_text = a
+        .url
+        .clone()
+        .or(p.url.clone())
+        .ok_or_else(|| anyhow!("--url is required (or `url:` in the plan)"))?;
+    let url = Target::parse(&url_text).map_err(|e| anyhow!("--url: {e}"))?;
+    let step = match (a.step, &p.step) {
+        (Some(s), _) => s,
+        (None, Some(s)) => s.get("step")?,
+        (None, None) => Duration::from_secs(60),
+    };
+    let rest = match (a.rest, &p.rest) {
+        (Some(s), _) => s,
+        (None, Some(s)) => s.get("rest")?,
+        (None, None) => Duration::from_secs(30),
+    };
+    let stages: Vec<Stage> = match (&a.rates, &p.stages, &p.rates) {
+        (Some(r), _, _) | (None, None, Some(r)) => {
+            if r.is_empty() {
+                bail!("--rates needs at least one rate");
+            }
+            let n = r.len();
+            r.iter()
+                .enumerate()
+                .map(|(i, rate)| {
+                    Stage::constant(
+                        *rate,
+                        step.as_secs_f64(),
+                        if i + 1 < n { rest.as_secs_f64() } else { 0.0 },
+                    )
+                })
+                .collect()
+        }
+        (None, Some(s), _) => s
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Ok(Stage {
+                    rate: s.rate,
+                    end_rate: s.end_rate,
+                    duration_s: s
+                        .duration
+                        .get(&format!("stages[{i}].duration"))?
+                        .as_secs_f64(),
+                    rest_s: s
+                        .rest
+                        .as_ref()
+                        .map(|r| r.get(&format!("stages[{i}].rest")))
+                        .transpose()?
+                        .map_or(0.0, |d| d.as_secs_f64()),
+                })
+            })
+            .collect::<Result<_>>()?,
+        (None, None, None) => {
+            let rates = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0];
+            rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    Stage::constant(
+                        *r,
+                        step.as_secs_f64(),
+                        if i + 1 < rates.len() {
+                            rest.as_secs_f64()
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect()
+        }
+    };
+    for (i, s) in stages.iter().enumerate() {
+        if !(s.rate.is_finite() && s.rate > 0.0) {
+            bail!(
+                "step {}: the rate must be a positive number of requests per second, not {}",
+                i + 1,
+                s.rate
+            );
+        }
+    }
+    let arrival = parse_arrival(
+        a.arrival
+            .as_deref()
+            .or(p.arrival.as_deref())
+            .unwrap_or("constant"),
+    )?;
+    let api = match (a.api, &p.api) {
+        (Some(x), _) => api_of(x),
+        (None, Some(s)) => match s.as_str() {
+            "completions" => Api::Completions,
+            "chat" => Api::Chat,
+            other => bail!("plan field `api`: {other:?} is not completions or chat"),
+        },
+        (None, None) => Api::Completions,
+    };
+    let stream = if a.no_stream {
+        false
+    } else if a.stream {
+        true
+    } else {
+        p.stream.unwrap_or(true)
+    };
+    let max_tokens = match (&a.max_tokens, &p.max_tokens) {
+        (Some(s), _) => Length::parse(s).map_err(|e| anyhow!("--max-tokens: {e}"))?,
+        (None, Some(v)) => v.get("max_tokens")?,
+        (None, None) => Length::Fixed { tokens: 100 },
+    };
+    let dataset = a.dataset.clone().or(p.dataset.clone());
+    let prompt = if let Some(d) = &dataset {
+        PromptSource::Dataset {
+            path: d.display().to_string(),
+        }
+    } else if let Some(t) = a.prompt.clone().or(p.prompt.clone()) {
+        PromptSource::Fixed { text: t }
+    } else if let Some(l) = &a.prompt_tokens {
+        PromptSource::Synthetic {
+            length: Length::parse(l).map_err(|e| anyhow!("--prompt-tokens: {e}"))?,
+        }
+    } else if let Some(l) = &p.prompt_tokens {
+        PromptSource::Synthetic {
+            length: l.get("prompt_tokens")?,
+        }
+    } else {
+        PromptSource::Seeds
+    };
+    let temperature = a.temperature.or(p.temperature).unwrap_or(0.7);
+    if !(temperature.is_finite() && temperature >= 0.0) {
+        bail!("--temperature must be a non-negative number, not {temperature}");
+    }
+    let timeout = match (a.timeout, &p.timeout) {
+        (Some(t), _) => t,
+        (None, Some(t)) => t.get("timeout")?,
+        (None, None) => Duration::from_secs(240),
+    };
+    if timeout.is_zero() {
+        bail!("--timeout must be longer than zero");
+    }
+    let speedup = a.speedup.or(p.speedup).unwrap_or(1.0);
+    if !(speedup.is_finite() && speedup > 0.0 && speedup <= 10_000.0) {
+        bail!("--speedup must be a number in (0, 10000], not {speedup}");
+    }
+    let max_in_flight = a.max_in_flight.or(p.max_in_flight).unwrap_or(500);
+    if max_in_flight == 0 {
+        bail!("--max-in-flight must be at least 1");
+    }
+    let metrics = if a.no_metrics {
+        None
+    } else {
+        match a.metrics_url.clone().or(p.metrics_url.clone()) {
+            Some(m) => Some(Target::parse_metrics(&m).map_err(|e| anyhow!("--metrics-url: {e}"))?),
+            None => Some(url.with_path("/metrics")),
+        }
+    };
+    let mut thresholds = Vec::new();
+    for t in a.thresholds.iter().chain(p.thresholds.iter().flatten()) {
+        thresholds.push(Threshold::parse(t).map_err(|e| anyhow!(e))?);
+    }
+    let model = a.model.clone().or(p.model.clone());
+    let config = LoadConfig {
+        client: ClientConfig {
+            target: url.clone(),
+            reuse: !(a.no_connection_reuse || p.connection_reuse == Some(false)),
+            timeout,
+            max_body: 64 << 20,
+        },
+        requests: RequestSpec {
+            api,
+            model: model.clone().unwrap_or_default(),
+            prompt,
+            max_tokens,
+            temperature,
+            stream,
+            ignore_eos: a.ignore_eos || p.ignore_eos == Some(true),
+        },
+        stages,
+        arrival,
+        max_in_flight,
+        speedup,
+        seed: a.seed.or(p.seed).unwrap_or(0),
+        metrics,
+        sample_interval_s: 1.0,
+        grace: a.grace,
+    };
+    Ok(Resolved {
+        url,
+        model,
+        config,
+        dataset,
+        warmup: a.warmup.or(p.warmup).unwrap_or(0),
+        thresholds,
+    })
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".to_owned(), f)
+}
+
+/// The end-of-run table, one row per step.
+pub(crate) fn summary(report: &RunReport) -> String {
+    let mut s = String::new();
+    let k = report.plan.speedup;
+    s.push_str(&format!(
+        "\n{}{}\n",
+        if report.interrupted {
+            "INTERRUPTED — partial result. "
+        } else {
+            ""
+        },
+        if k != 1.0 {
+            format!("times in the server's time (speed-up {k}×)")
+        } else {
+            String::new()
+        }
+    ));
+    s.push_str(&format!(
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}\n",
+        "rps", "sent/s", "done/s", "ok", "fail", "drop", "e2e p50", "e2e p95", "e2e p99", "TTFT p95", "TPOT p50", "queue", "q max", "srv e2e95", "lag99"
+    ));
+    for st in &report.steps {
+        s.push_str(&row(st));
+    }
+    s
+}
+
+fn row(st: &StepReport) -> String {
+    let l = &st.latency_s;
+    let srv = st.server.as_ref();
+    format!(
+        "{:>5} {:>8.2} {:>8.2} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}{}\n",
+        format!("{}", st.target_rps),
+        st.sent_rps,
+        st.achieved_rps,
+        st.requests.ok,
+        st.requests.failed.total,
+        st.requests.dropped,
+        opt(l.e2e.p50, format_seconds),
+        opt(l.e2e.p95, format_seconds),
+        opt(l.e2e.p99, format_seconds),
+        opt(l.ttft.p95, format_seconds),
+        opt(l.tpot.p50, format_seconds),
+        opt(srv.and_then(|s| s.queue_depth.p95), |v| format!("{v:.0}")),
+        opt(srv.and_then(|s| s.queue_depth.max), |v| format!("{v:.0}")),
+        opt(srv.and_then(|s| s.e2e_p95_s), format_seconds),
+        opt(st.client.lag_p99_s, |v| format!("{:.2}ms", v * 1e3)),
+        if st.client.client_limited {
+            "  client-limited"
+        } else {
+            ""
+        },
+    )
+}
+
+fn progress_printer(tty: bool, quiet: bool) -> impl FnMut(Progress) + Send {
+    let mut last_len = 0usize;
+    move |p| {
+        if quiet {
+            return;
+        }
+        match p {
+            Progress::StepStarted {
+                index,
+                target_rps,
+                of,
+            } => {
+                if tty && last_len > 0 {
+                    eprint!("\r{:width$}\r", "", width = last_len);
+                    last_len = 0;
+                }
+                eprintln!("step {}/{of}: {target_rps} req/s", index + 1);
+            }
+            Progress::Tick(t) if tty => {
+                let Some(step) = t.step else { return };
+                let line = format!(
+                    "  step {} · {:.1} req/s sent · ok {} fail {} drop {} · in flight {} · e2e p95 {} · server queue {}",
+                    step + 1,
+                    t.rate,
+                    t.ok,
+                    t.failed,
+                    t.dropped,
+                    t.in_flight,
+                    opt(t.e2e_p95_s, format_seconds),
+                    opt(t.queue_depth, |q| format!("{q:.0}"))
+                );
+                eprint!("\r{line:width$}", width = last_len);
+                last_len = line.chars().count();
+            }
+            Progress::Tick(_) => {}
+            Progress::StepEnded(st) => {
+                if tty && last_len > 0 {
+                    eprint!("\r{:width$}\r", "", width = last_len);
+                    last_len = 0;
+                }
+                eprint!("  done: {}", row(&st).trim_start());
+            }
+        }
+    }
+}
+
+/// What a load run wrote and whether its thresholds held.
+pub(crate) struct Outcome {
+    pub(crate) report: RunReport,
+    pub(crate) breached: bool,
+}
+
+/// Runs a resolved plan (pre-flight checks, warm-up, the plan) and writes its files. Used by
+/// `load` and `run`.
+pub(crate) async fn execute(
+    mut r: Resolved,
+    out: &Path,
+    requests_out: Option<&Path>,
+    quiet: bool,
+) -> Result<Outcome> {
+    check_writable(out)?;
+    if let Some(p) = requests_out {
+        check_writable(p)?;
+    }
+    let model = resolve_model(&r.url, r.model.clone()).await?;
+    r.config.requests.model = model.clone();
+    let dataset = match &r.dataset {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the dataset {}", p.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(d) = &dataset {
+        inferscale_loadgen::prompt::load_dataset(
+            d,
+            &r.dataset
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )
+        .map_err(|e| anyhow!(e))?;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let warmup = if r.warmup > 0 {
+        if !quiet {
+            eprintln!("warm-up: {} sequential requests", r.warmup);
+        }
+        Some(
+            run_warmup(
+                &r.url,
+                &model,
+                r.warmup,
+                r.config.client.timeout,
+                r.config.speedup,
+                None,
+                quiet,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    if !quiet {
+        let n: f64 = r.config.stages.iter().map(Stage::expected_requests).sum();
+        let secs: f64 = r
+            .config
+            .stages
+            .iter()
+            .map(|s| s.duration_s + s.rest_s)
+            .sum::<f64>()
+            / r.config.speedup;
+        eprintln!(
+            "load: {} steps, {:.0} requests, about {} of wall time; model {model:?}; results in {}",
+            r.config.stages.len(),
+            n,
+            crate::units::format_duration(Duration::from_secs_f64(secs)),
+            out.display()
+        );
+    }
+    let thresholds = std::mem::take(&mut r.thresholds);
+    let output = inferscale_loadgen::run(
+        r.config.clone(),
+        dataset,
+        progress_printer(tty, quiet),
+        shutdown_signal(),
+    )
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
+    let mut report = output.report;
+    report.warmup = warmup;
+    report.thresholds = thresholds
+        .iter()
+        .map(|t| t.evaluate(&output.records, r.config.speedup))
+        .collect();
+    let json = serde_json::to_vec_pretty(&report)?;
+    write_atomic(out, &json)?;
+    if let Some(p) = requests_out {
+        let mut lines = Vec::new();
+        for rec in &output.records {
+            serde_json::to_writer(&mut lines, rec)?;
+            lines.push(b'\n');
+        }
+        write_atomic(p, &lines)?;
+    }
+    if !quiet && !output.scrape_errors.is_empty() {
+        eprintln!(
+            "warning: {} scrapes of the server's metrics failed; first: {}",
+            output.scrape_errors.len(),
+            output.scrape_errors[0]
+        );
+    }
+    let breached = report.thresholds.iter().any(|t| !t.ok);
+    Ok(Outcome { report, breached })
+}
+
+/// `inferscale load`.
+pub(crate) fn run_load(a: &LoadArgs) -> Result<ExitCode> {
+    let resolved = resolve(a)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let out = rt.block_on(execute(resolved, &a.out, a.requests_out.as_deref(), a.json))?;
+    let mut text = String::new();
+    if a.json {
+        text = serde_json::to_string_pretty(&out.report)? + "\n";
+    } else {
+        text.push_str(&summary(&out.report));
+        for t in &out.report.thresholds {
+            text.push_str(&format!(
+                "threshold {}: {} ({})\n",
+                t.expr,
+                if t.ok { "ok" } else { "BREACHED" },
+                opt(t.value, |v| format!("{v:.4}"))
+            ));
+        }
+        text.push_str(&format!(
+            "wrote {}{}\n",
+            a.out.display(),
+            a.requests_out
+                .as_ref()
+                .map_or(String::new(), |p| format!(" and {}", p.display()))
+        ));
+    }
+    emit(&text)?;
+    Ok(if out.breached {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn run_warmup(
+    url: &Target,
+    model: &str,
+    n: u32,
+    timeout: Duration,
+    speedup: f64,
+    prompt: Option<String>,
+    quiet: bool,
+) -> Result<WarmupReport> {
+    run_warmup_with(
+        url,
+        model,
+        n,
+        timeout,
+        speedup,
+        prompt,
+        quiet,
+        Api::Completions,
+        false,
+        100,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_warmup_with(
+    url: &Target,
+    model: &str,
+    n: u32,
+    timeout: Duration,
+    speedup: f64,
+    prompt: Option<String>,
+    quiet: bool,
+    api: Api,
+    stream: bool,
+    max_tokens: u32,
+) -> Result<WarmupReport> {
+    let client = Client::new(ClientConfig {
+        target: url.clone(),
+        reuse: true,
+        timeout,
+        max_body: 64 << 20,
+    });
+    let spec = RequestSpec {
+        api,
+        model: model.to_owned(),
+        prompt: PromptSource::Fixed {
+            text: prompt.unwrap_or_else(|| SEEDS_WARMUP_PROMPT.to_owned()),
+        },
+        max_tokens: Length::Fixed { tokens: max_tokens },
+        temperature: 0.7,
+        stream,
+        ignore_eos: false,
+    };
+    let tty = std::io::stderr().is_terminal() && !quiet;
+    let report = inferscale_loadgen::warmup(&client, &spec, n as usize, speedup, 0, |i, l| {
+        if tty {
+            eprint!(
+                "\r  warm-up {}/{n}: {}      ",
+                i + 1,
+                opt(l, format_seconds)
+            );
+        }
+    })
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
+    if tty {
+        eprintln!();
+    }
+    Ok(report)
+}
+
+/// `inferscale warmup`.
+pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
+    let url = Target::parse(&a.url).map_err(|e| anyhow!("--url: {e}"))?;
+    if !(a.speedup.is_finite() && a.speedup > 0.0) {
+        bail!("--speedup must be a positive number, not {}", a.speedup);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(async {
+        let model = resolve_model(&url, a.model.clone()).await?;
+        run_warmup_with(
+            &url,
+            &model,
+            a.requests,
+            a.timeout,
+            a.speedup,
+            a.prompt.clone(),
+            a.json,
+            api_of(a.api),
+            a.stream,
+            a.max_tokens,
+        )
+        .await
+    })?;
+    if a.json {
+        emit(
+            &(serde_json::to_string_pretty(
+                &serde_json::json!({ "version": 1, "warmup": report }),
+            )? + "\n"),
+        )?;
+    } else {
+        emit(&format!(
+            "warm-up: {} requests, {} ok\n  first   {}\n  median  {}\n  steady  {} (median of the second half)\n  cold/steady {}\n",
+            report.requests,
+            report.ok,
+            opt(report.first_s, format_seconds),
+            opt(report.median_s, format_seconds),
+            opt(report.steady_s, format_seconds),
+            opt(report.cold_ratio, |r| format!("{r:.2}×"))
+        ))?;
+    }
+    Ok(if report.ok == report.requests {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,320 @@
+//! End-to-end tests of `inferscale load` and `inferscale warmup` against the real binary's
+//! simulator: output files, thresholds and exit codes, plan files, and refusals before any
+//! load is sent.
+
+// A panic in a test is a failed assertion.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+
+fn inferscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferscale"))
+}
+
+/// A simulator child process, killed when the test ends.
+struct Sim {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sim(args: &[&str]) -> Sim {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = inferscale()
+        .args(["sim", "--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    for line in BufReader::new(out).lines() {
+        if line.unwrap().contains("stop with Ctrl-C") {
+            break;
+        }
+    }
+    Sim {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    inferscale().args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("inferscale-cli-load-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn a_short_plan_writes_run_json_and_requests_jsonl_and_thresholds_set_the_exit_code() {
+    let s = sim(&["--profile", "instant"]);
+    let out = tmp("run.json");
+    let reqs = tmp("requests.jsonl");
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--rates",
+        "20,40",
+        "--step",
+        "2s",
+        "--rest",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+        "--requests-out",
+        reqs.to_str().unwrap(),
+        "--threshold",
+        "p95(e2e)<10s",
+        "--threshold",
+        "error_rate<1%",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("threshold p95(e2e)<10s: ok"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(v["steps"].as_array().unwrap().len(), 2);
+    let st = &v["steps"][1];
+    assert_eq!(st["target_rps"], 40.0);
+    assert_eq!(st["requests"]["scheduled"], 80);
+    assert_eq!(st["requests"]["ok"], 80);
+    for k in ["ttft", "tpot", "itl", "e2e"] {
+        for p in ["p50", "p90", "p95", "p99", "max", "mean"] {
+            assert!(st["latency_s"][k][p].is_number(), "{k}.{p}");
+        }
+    }
+    assert!(st["server"]["queue_depth"]["p95"].is_number());
+    assert_eq!(st["server"]["success_delta"], 80.0);
+    assert!(st["client"]["lag_p99_s"].is_number());
+    assert!(!v["timeline"].as_array().unwrap().is_empty());
+    let lines = std::fs::read_to_string(&reqs).unwrap();
+    assert_eq!(lines.lines().count(), 120);
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["outcome"]["kind"], "ok");
+    // A threshold that cannot hold: exit 1, result still written.
+    std::fs::remove_file(&out).unwrap();
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--rates",
+        "20",
+        "--step",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+        "--threshold",
+        "p99(e2e)<1us",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("BREACHED"));
+    assert!(out.exists());
+}
+
+#[test]
+fn plan_files_in_yaml_and_toml() {
+    let s = sim(&["--profile", "instant"]);
+    let yaml = tmp("plan.yaml");
+    std::fs::write(
+        &yaml,
+        format!("url: {}\nstages:\n  - {{rate: 10, duration: 1s, rest: 0.5s}}\n  - {{rate: 10, end_rate: 30, duration: 1s}}\narrival: poisson\nstream: false\nmax_tokens: uniform:5,15\nprompt_tokens: 50\nthresholds: ['error_rate<1%']\n", s.url),
+    )
+    .unwrap();
+    let out = tmp("plan-run.json");
+    let o = run(&[
+        "load",
+        "--plan",
+        yaml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["plan"]["arrival"]["kind"], "poisson");
+    assert_eq!(v["plan"]["stages"][1]["end_rate"], 30.0);
+    assert_eq!(v["plan"]["requests"]["stream"], false);
+    assert_eq!(v["thresholds"][0]["ok"], true);
+    let toml = tmp("plan.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "url = \"{}\"\nrates = [15]\nstep = \"1s\"\napi = \"chat\"\n",
+            s.url
+        ),
+    )
+    .unwrap();
+    let o = run(&[
+        "load",
+        "--plan",
+        toml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["plan"]["requests"]["api"], "chat");
+    assert_eq!(v["steps"][0]["requests"]["ok"], 15);
+    // A typo in a plan is named.
+    std::fs::write(&toml, "url = \"http://x\"\nrtaes = [1]\n").unwrap();
+    let o = run(&["load", "--plan", toml.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("rtaes"), "{}", stderr(&o));
+}
+
+#[test]
+fn nothing_is_sent_when_the_run_could_not_be_saved_or_the_target_is_wrong() {
+    let s = sim(&["--profile", "instant"]);
+    let dead = format!(
+        "http://127.0.0.1:{}",
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--url".into(), dead], "does not answer"),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--model".into(),
+                "gpt-4".into(),
+            ],
+            "the server has no model \"gpt-4\"; it serves: ",
+        ),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--out".into(),
+                "/proc/forbidden/run.json".into(),
+            ],
+            "cannot write /proc/forbidden/run.json",
+        ),
+        (
+            vec!["--url".into(), s.url.clone(), "--rates".into(), "0".into()],
+            "rate must be a positive number",
+        ),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--arrival".into(),
+                "gamma:-1".into(),
+            ],
+            "invalid arrival",
+        ),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--speedup".into(),
+                "0".into(),
+            ],
+            "--speedup must be",
+        ),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--threshold".into(),
+                "p95(e2e)".into(),
+            ],
+            "no comparison",
+        ),
+        (
+            vec!["--url".into(), "https://example.com".into()],
+            "https is not supported",
+        ),
+        (
+            vec![
+                "--url".into(),
+                s.url.clone(),
+                "--dataset".into(),
+                "/no/such.jsonl".into(),
+            ],
+            "cannot read the dataset /no/such.jsonl",
+        ),
+        (vec![], "--url is required"),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["load".to_owned()];
+        if !args.iter().any(|a| a == "--out") {
+            full.extend(["--out".to_owned(), tmp("never.json").display().to_string()]);
+        }
+        full.extend(args.clone());
+        let o = inferscale().args(&full).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!tmp("never.json").exists());
+}
+
+#[test]
+fn warmup_reports_the_cold_start() {
+    let s = sim(&["--speedup", "50"]); // the seeds' L40S, with its first-request costs
+    // Wait until the simulated model has loaded (20 s at 50×: 0.4 s).
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let o = run(&[
+        "warmup",
+        "--url",
+        &s.url,
+        "--requests",
+        "20",
+        "--speedup",
+        "50",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = &v["warmup"];
+    assert_eq!(w["ok"], 20);
+    // The first request pays the one-time costs (≈ 1.2 simulated seconds on this profile); its
+    // output length is drawn like the others', so the ratio varies a little with the draw.
+    let ratio = w["cold_ratio"].as_f64().unwrap();
+    let (first, steady) = (
+        w["first_s"].as_f64().unwrap(),
+        w["steady_s"].as_f64().unwrap(),
+    );
+    assert!(
+        ratio >= 1.3 && first - steady > 0.8,
+        "first {first} s vs steady {steady} s"
+    );
+    let o = run(&[
+        "warmup",
+        "--url",
+        &s.url,
+        "--requests",
+        "5",
+        "--speedup",
+        "50",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("first") && text.contains("steady") && text.contains("cold/steady"),
+        "{text}"
+    );
+}

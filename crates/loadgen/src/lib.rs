@@ -1,0 +1,28 @@
+//! Open-loop load generation for LLM inference servers, built from independent parts:
+//!
+//! - [`schedule`]: *when* — constant, Poisson and gamma arrivals, ramps, steps with rests,
+//!   computed ahead;
+//! - [`transport`]: *how* — OpenAI completions or chat, streaming (an incremental SSE decoder)
+//!   or not, with or without connection reuse, a deadline per request;
+//! - [`prompt`]: *what* — a fixed prompt, the seeds' random-first-word prompt, synthetic
+//!   lengths, or a dataset (JSONL, ShareGPT);
+//! - [`run`]: the driver that sends on time, drops at the in-flight cap, samples the server's
+//!   metrics ([`sampler`]) and builds the report ([`report`], from [`record`]s);
+//! - [`threshold`]: k6-style pass/fail criteria.
+//!
+//! Latency is measured from each request's intended send time, so neither a slow server nor
+//! a slow client can hide queueing (no coordinated omission); every scheduled request ends in
+//! exactly one outcome: ok, http_error, timeout, connect_error, stream_error or dropped.
+
+pub mod prompt;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod sampler;
+pub mod schedule;
+pub mod target;
+pub mod threshold;
+pub mod transport;
+
+pub use run::{LoadConfig, LoadError, LoadOutput, Progress, Tick, run, warmup};
+pub use target::Target;

@@ -1,0 +1,645 @@
+//! The driver: sends the planned requests on time, collects their records, samples the
+//! server, and builds the report.
+//!
+//! Three independent parts meet here: the [schedule](crate::schedule) says *when* (computed
+//! ahead), the [transport](crate::transport) says *how*, and the stop condition (the plan's
+//! end, or an interruption) says *until when*. Sending is timed by a dedicated thread that
+//! sleeps to each intended time and hands the request to the async runtime, so timer
+//! granularity never becomes schedule lag; when the in-flight cap is reached the request is
+//! dropped, counted, and never sent (k6's `dropped_iterations`).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use inferscale_catalog::Signal;
+use tokio::sync::{mpsc, watch};
+
+use crate::prompt::{Prepared, RequestSpec, prepare};
+use crate::record::{Record, StepInput, latencies, requests, step_report, timeline};
+use crate::report::{PlanReport, RUN_VERSION, RunReport, StepReport, TargetReport};
+use crate::sampler::{Sample, Sampler};
+use crate::schedule::{Arrival, Planned, Stage, StageWindow, plan};
+use crate::target::Target;
+use crate::transport::{Client, ClientConfig, Outcome};
+
+/// Everything a load run needs.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// Connections and deadlines.
+    pub client: ClientConfig,
+    /// What to send.
+    pub requests: RequestSpec,
+    /// The steps (server time).
+    pub stages: Vec<Stage>,
+    /// How arrivals are spaced.
+    pub arrival: Arrival,
+    /// Requests in flight at most; more are dropped.
+    pub max_in_flight: usize,
+    /// Server seconds per wall second: rates are multiplied and durations divided by it.
+    pub speedup: f64,
+    /// Seed of the random choices.
+    pub seed: u64,
+    /// Where to scrape the server's metrics (`None`: no server view).
+    pub metrics: Option<Target>,
+    /// Seconds (server time) between scrapes.
+    pub sample_interval_s: f64,
+    /// After an interruption, how long (wall) requests in flight may finish.
+    pub grace: Duration,
+}
+
+/// Live progress, for a terminal or a log.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// A step began.
+    StepStarted {
+        /// 0-based.
+        index: usize,
+        /// Offered rate.
+        target_rps: f64,
+        /// Steps in the plan.
+        of: usize,
+    },
+    /// Twice a second.
+    Tick(Tick),
+    /// A step's requests have all finished (or its rest ran out).
+    StepEnded(Box<StepReport>),
+}
+
+/// A snapshot of the run in progress.
+#[derive(Debug, Clone, Default)]
+pub struct Tick {
+    /// Server seconds since the start.
+    pub elapsed_s: f64,
+    /// The step sending now.
+    pub step: Option<usize>,
+    /// Requests sent in this step so far.
+    pub sent: u64,
+    /// Of those, finished well.
+    pub ok: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Dropped.
+    pub dropped: u64,
+    /// In flight now.
+    pub in_flight: u64,
+    /// Sends per second over the last tick (server time).
+    pub rate: f64,
+    /// p95 e2e of the step so far.
+    pub e2e_p95_s: Option<f64>,
+    /// The server's queue at the last scrape.
+    pub queue_depth: Option<f64>,
+}
+
+/// What a run produced.
+pub struct LoadOutput {
+    /// `run.json`.
+    pub report: RunReport,
+    /// Every request (for `requests.jsonl`).
+    pub records: Vec<Record>,
+    /// Scrape errors, if any.
+    pub scrape_errors: Vec<String>,
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub struct LoadError(pub String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// The scrapes before a step and after its requests finished.
+type Bounds = (Option<Sample>, Option<Sample>);
+
+enum Dispatch {
+    Send(usize, Instant),
+    Dropped(usize, Instant),
+    Done,
+}
+
+/// Process CPU seconds (user + system) so far.
+pub fn process_cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let t = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // Clock ticks; 100 per second on every Linux this runs on.
+    (t(11) + t(12)) / 100.0
+}
+
+/// UTC now as RFC 3339.
+pub fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn dispatcher(
+    plan: Vec<(f64, usize)>,
+    t0: Instant,
+    in_flight: Arc<AtomicUsize>,
+    max: usize,
+    tx: mpsc::UnboundedSender<Dispatch>,
+    stop: Arc<AtomicBool>,
+) {
+    for (offset, i) in plan {
+        let due = t0 + Duration::from_secs_f64(offset.max(0.0));
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                let _ = tx.send(Dispatch::Done);
+                return;
+            }
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep((due - now).min(Duration::from_millis(50)));
+        }
+        let msg = if in_flight.load(Ordering::Acquire) >= max {
+            Dispatch::Dropped(i, due)
+        } else {
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            Dispatch::Send(i, due)
+        };
+        if tx.send(msg).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(Dispatch::Done);
+}
+
+/// Runs the plan. `interrupt` resolving stops the schedule (requests in flight get `grace` to
+/// finish) and the partial result is returned, marked interrupted.
+pub async fn run(
+    cfg: LoadConfig,
+    dataset: Option<String>,
+    mut progress: impl FnMut(Progress) + Send,
+    interrupt: impl Future<Output = ()>,
+) -> Result<LoadOutput, LoadError> {
+    if !(cfg.speedup.is_finite() && cfg.speedup > 0.0) {
+        return Err(LoadError(format!(
+            "the speed-up must be positive, not {}",
+            cfg.speedup
+        )));
+    }
+    if cfg.max_in_flight == 0 {
+        return Err(LoadError("the in-flight cap must be at least 1".into()));
+    }
+    let k = cfg.speedup;
+    let (planned, windows_sim): (Vec<Planned>, Vec<StageWindow>) =
+        plan(&cfg.stages, cfg.arrival, cfg.seed).map_err(|e| LoadError(e.0))?;
+    let bodies: Arc<Vec<Prepared>> = Arc::new(
+        prepare(&cfg.requests, planned.len(), cfg.seed, dataset.as_deref()).map_err(LoadError)?,
+    );
+    let windows: Vec<StageWindow> = windows_sim
+        .iter()
+        .map(|w| StageWindow {
+            start: w.start / k,
+            end: w.end / k,
+            rest_end: w.rest_end / k,
+        })
+        .collect();
+    let stage_of: Arc<Vec<usize>> = Arc::new(planned.iter().map(|p| p.stage).collect());
+    let started_at = now_rfc3339();
+    let client = Arc::new(Client::new(cfg.client.clone()));
+    let sampler = cfg.metrics.clone().map(|t| Arc::new(Sampler::new(t)));
+    let t0 = Instant::now() + Duration::from_millis(100);
+    let cpu0 = process_cpu_s();
+
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let schedule: Vec<(f64, usize)> = planned
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.at / k, i))
+        .collect();
+    {
+        let (in_flight, stop) = (Arc::clone(&in_flight), Arc::clone(&stop));
+        let max = cfg.max_in_flight;
+        std::thread::Builder::new()
+            .name("dispatcher".into())
+            .spawn(move || dispatcher(schedule, t0, in_flight, max, tx, stop))
+            .map_err(|e| LoadError(format!("cannot start the dispatcher thread: {e}")))?;
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sampler_task = sampler.clone().map(|s| {
+        let interval = Duration::from_secs_f64((cfg.sample_interval_s / k).max(0.01));
+        let rx = stop_rx.clone();
+        tokio::spawn(async move { s.run(t0, interval, rx).await })
+    });
+
+    // Per-step counters for progress and for knowing when a step's requests are all done.
+    let n_stages = cfg.stages.len();
+    let done_per_stage: Arc<Vec<AtomicU64>> =
+        Arc::new((0..n_stages).map(|_| AtomicU64::new(0)).collect());
+    let mut planned_per_stage = vec![0u64; n_stages];
+    for p in &planned {
+        planned_per_stage[p.stage] += 1;
+    }
+    let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::with_capacity(planned.len())));
+    let sent_count = Arc::new(AtomicU64::new(0));
+    let path = cfg.requests.api.path();
+    let stream = cfg.requests.stream;
+
+    // Step boundaries: scrape before each step and after its requests are done.
+    let bounds: Arc<Mutex<Vec<Bounds>>> = Arc::new(Mutex::new(vec![(None, None); n_stages]));
+    let cpu_marks: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(cpu0, cpu0); n_stages]));
+    let (prog_tx, mut prog_rx) = mpsc::unbounded_channel::<Progress>();
+    let stage_task = {
+        let (sampler, bounds, done, windows, records, cpu_marks, prog_tx, stop) = (
+            sampler.clone(),
+            Arc::clone(&bounds),
+            Arc::clone(&done_per_stage),
+            windows.clone(),
+            Arc::clone(&records),
+            Arc::clone(&cpu_marks),
+            prog_tx.clone(),
+            Arc::clone(&stop),
+        );
+        let planned_per_stage = planned_per_stage.clone();
+        let stages = cfg.stages.clone();
+        let timeout = cfg.client.timeout;
+        tokio::spawn(async move {
+            for (i, w) in windows.iter().enumerate() {
+                let start = t0 + Duration::from_secs_f64(w.start);
+                tokio::time::sleep_until(
+                    (start - Duration::from_millis(20).min(start - t0)).into(),
+                )
+                .await;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Some(s) = &sampler {
+                    let b = s.scrape(t0).await.ok();
+                    if let Ok(mut v) = bounds.lock() {
+                        v[i].0 = b;
+                    }
+                }
+                if let Ok(mut c) = cpu_marks.lock() {
+                    c[i].0 = process_cpu_s();
+                }
+                let _ = prog_tx.send(Progress::StepStarted {
+                    index: i,
+                    target_rps: stages[i].rate,
+                    of: stages.len(),
+                });
+                tokio::time::sleep_until((t0 + Duration::from_secs_f64(w.end)).into()).await;
+                // Wait for the step's requests (the rest is theirs), but not into the next
+                // step; the last step waits as long as its requests may take.
+                let last = i + 1 == windows.len();
+                let rest_end = if last {
+                    t0 + Duration::from_secs_f64(w.end) + timeout + Duration::from_secs(1)
+                } else {
+                    t0 + Duration::from_secs_f64(w.rest_end.max(w.end))
+                };
+                while done[i].load(Ordering::Acquire) < planned_per_stage[i]
+                    && Instant::now() < rest_end
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if let Some(s) = &sampler {
+                    let a = s.scrape(t0).await.ok();
+                    if let Ok(mut v) = bounds.lock() {
+                        v[i].1 = a;
+                    }
+                }
+                if let Ok(mut c) = cpu_marks.lock() {
+                    c[i].1 = process_cpu_s();
+                }
+                let recs: Vec<Record> = records
+                    .lock()
+                    .map(|r| r.iter().filter(|x| x.step == i).cloned().collect())
+                    .unwrap_or_default();
+                let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
+                let (b, cpu) = (
+                    bounds.lock().map(|v| v[i].clone()).unwrap_or((None, None)),
+                    cpu_marks.lock().map(|c| c[i].1 - c[i].0).unwrap_or(0.0),
+                );
+                let report = step_report(StepInput {
+                    index: i,
+                    stage: &stages[i],
+                    window: *w,
+                    records: recs.iter().collect(),
+                    samples: &samples,
+                    bounds: (b.0.as_ref(), b.1.as_ref()),
+                    cpu_s: cpu,
+                    speedup: k,
+                });
+                let _ = prog_tx.send(Progress::StepEnded(Box::new(report)));
+            }
+        })
+    };
+
+    // Progress ticks.
+    let tick_task = {
+        let (records, in_flight, sampler, prog_tx, windows, sent_count) = (
+            Arc::clone(&records),
+            Arc::clone(&in_flight),
+            sampler.clone(),
+            prog_tx.clone(),
+            windows.clone(),
+            Arc::clone(&sent_count),
+        );
+        tokio::spawn(async move {
+            let mut last_sent = 0u64;
+            let mut iv = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                iv.tick().await;
+                let el = t0.elapsed().as_secs_f64();
+                let step = windows.iter().position(|w| el >= w.start && el < w.end);
+                let sent_now = sent_count.load(Ordering::Relaxed);
+                let mut t = Tick {
+                    elapsed_s: el * k,
+                    step,
+                    in_flight: in_flight.load(Ordering::Relaxed) as u64,
+                    rate: (sent_now - last_sent) as f64 / 0.5 / k,
+                    queue_depth: sampler
+                        .as_ref()
+                        .and_then(|s| s.latest())
+                        .and_then(|s| s.snapshot.value(Signal::QueueDepth)),
+                    ..Tick::default()
+                };
+                last_sent = sent_now;
+                if let (Some(i), Ok(r)) = (step, records.lock()) {
+                    let rs: Vec<&Record> = r.iter().filter(|x| x.step == i).collect();
+                    let q = requests(rs.iter().copied());
+                    t.ok = q.ok;
+                    t.failed = q.failed.total;
+                    t.dropped = q.dropped;
+                    t.sent = q.ok + q.failed.total + t.in_flight;
+                    t.e2e_p95_s = latencies(rs.iter().copied(), k).e2e.p95;
+                }
+                if prog_tx.send(Progress::Tick(t)).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    drop(prog_tx);
+
+    // Receive dispatches and run requests until the dispatcher is done and nothing is in flight.
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut interrupted = false;
+    let mut dispatch_done = false;
+    let mut stopped_at: Option<Instant> = None;
+    let mut sent_indices = Vec::new();
+    tokio::pin!(interrupt);
+    loop {
+        if dispatch_done && tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut interrupt, if !interrupted => {
+                interrupted = true;
+                stop.store(true, Ordering::Relaxed);
+                stopped_at = Some(Instant::now());
+            }
+            Some(p) = prog_rx.recv() => progress(p),
+            d = rx.recv(), if !dispatch_done => match d {
+                Some(Dispatch::Send(i, due)) => {
+                    sent_count.fetch_add(1, Ordering::Relaxed);
+                    sent_indices.push(i);
+                    let (client, bodies, records, in_flight, done, stage_of) =
+                        (Arc::clone(&client), Arc::clone(&bodies), Arc::clone(&records), Arc::clone(&in_flight), Arc::clone(&done_per_stage), Arc::clone(&stage_of));
+                    tasks.spawn(async move {
+                        let ex = client.send(path, bodies[i].body.clone(), due, stream).await;
+                        let rel = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+                        let rec = Record {
+                            index: i as u64,
+                            step: stage_of[i],
+                            intended_s: rel(due),
+                            sent_s: ex.sent.map(rel),
+                            events_s: ex.token_events.iter().map(|t| rel(*t)).collect(),
+                            end_s: Some(rel(ex.end)),
+                            outcome: ex.outcome,
+                            output_tokens: ex.output_tokens,
+                            prompt_tokens: ex.prompt_tokens,
+                            token_source: ex.token_source,
+                            error: ex.error,
+                        };
+                        if let Ok(mut r) = records.lock() {
+                            r.push(rec);
+                        }
+                        in_flight.fetch_sub(1, Ordering::AcqRel);
+                        done[stage_of[i]].fetch_add(1, Ordering::AcqRel);
+                    });
+                }
+                Some(Dispatch::Dropped(i, due)) => {
+                    let t = due.saturating_duration_since(t0).as_secs_f64();
+                    if let Ok(mut r) = records.lock() {
+                        r.push(Record {
+                            index: i as u64,
+                            step: stage_of[i],
+                            intended_s: t,
+                            sent_s: None,
+                            events_s: Vec::new(),
+                            end_s: None,
+                            outcome: Outcome::Dropped,
+                            output_tokens: None,
+                            prompt_tokens: None,
+                            token_source: None,
+                            error: Some(format!("{} requests were already in flight", cfg.max_in_flight)),
+                        });
+                    }
+                    done_per_stage[stage_of[i]].fetch_add(1, Ordering::AcqRel);
+                }
+                Some(Dispatch::Done) | None => dispatch_done = true,
+            },
+            _ = tasks.join_next(), if !tasks.is_empty() => {}
+            _ = tokio::time::sleep(Duration::from_millis(100)), if interrupted => {
+                if stopped_at.is_some_and(|s| s.elapsed() >= cfg.grace) {
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+    }
+    // Requests cut off by the interruption end as timeouts.
+    let end_wall = t0.elapsed().as_secs_f64();
+    {
+        let mut r = records
+            .lock()
+            .map_err(|_| LoadError("a request task panicked".into()))?;
+        let have: std::collections::HashSet<u64> = r.iter().map(|x| x.index).collect();
+        for &i in &sent_indices {
+            if !have.contains(&(i as u64)) {
+                r.push(Record {
+                    index: i as u64,
+                    step: stage_of[i],
+                    intended_s: planned[i].at / k,
+                    sent_s: None,
+                    events_s: Vec::new(),
+                    end_s: Some(end_wall),
+                    outcome: Outcome::Timeout,
+                    output_tokens: None,
+                    prompt_tokens: None,
+                    token_source: None,
+                    error: Some("cut off when the run was interrupted".into()),
+                });
+            }
+        }
+        r.sort_by_key(|x| x.index);
+    }
+    if !interrupted {
+        let _ = stage_task.await;
+    } else {
+        stage_task.abort();
+    }
+    tick_task.abort();
+    while let Ok(p) = prog_rx.try_recv() {
+        progress(p);
+    }
+    let _ = stop_tx.send(true);
+    if let Some(t) = sampler_task {
+        let _ = t.await;
+    }
+    let records = records.lock().map(|r| r.clone()).unwrap_or_default();
+    let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
+    let bounds = bounds.lock().map(|b| b.clone()).unwrap_or_default();
+    let cpu_marks = cpu_marks.lock().map(|c| c.clone()).unwrap_or_default();
+    let last_step = records.iter().map(|r| r.step).max();
+    let steps: Vec<StepReport> = (0..n_stages)
+        .filter(|i| !interrupted || last_step.is_some_and(|l| *i <= l))
+        .map(|i| {
+            step_report(StepInput {
+                index: i,
+                stage: &cfg.stages[i],
+                window: windows[i],
+                records: records.iter().filter(|r| r.step == i).collect(),
+                samples: &samples,
+                bounds: (bounds[i].0.as_ref(), bounds[i].1.as_ref()),
+                cpu_s: (cpu_marks[i].1 - cpu_marks[i].0).max(0.0),
+                speedup: k,
+            })
+        })
+        .collect();
+    let engines = samples
+        .last()
+        .map(|s| {
+            s.snapshot
+                .engines
+                .iter()
+                .map(|e| e.key().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let report = RunReport {
+        version: RUN_VERSION,
+        tool: concat!("inferscale ", env!("CARGO_PKG_VERSION")).to_owned(),
+        started_at,
+        interrupted,
+        target: TargetReport {
+            url: cfg.client.target.url.clone(),
+            model: cfg.requests.model.clone(),
+            metrics_url: cfg.metrics.as_ref().map(|m| m.url.clone()),
+            engines,
+            simulated: None,
+            max_num_seqs: None,
+        },
+        plan: PlanReport {
+            stages: cfg.stages.clone(),
+            arrival: cfg.arrival,
+            max_in_flight: cfg.max_in_flight,
+            requests: cfg.requests.clone(),
+            connection_reuse: cfg.client.reuse,
+            timeout_s: cfg.client.timeout.as_secs_f64(),
+            speedup: k,
+            seed: cfg.seed,
+        },
+        warmup: None,
+        timeline: timeline(&records, &windows, &samples, k, end_wall),
+        steps,
+        thresholds: Vec::new(),
+        client_cpu_s: process_cpu_s() - cpu0,
+    };
+    Ok(LoadOutput {
+        report,
+        records,
+        scrape_errors: sampler.map(|s| s.errors()).unwrap_or_default(),
+    })
+}
+
+/// Runs a sequential warm-up: `n` requests, each sent when the previous ended.
+pub async fn warmup(
+    client: &Client,
+    spec: &RequestSpec,
+    n: usize,
+    speedup: f64,
+    seed: u64,
+    mut each: impl FnMut(usize, Option<f64>),
+) -> Result<crate::report::WarmupReport, LoadError> {
+    let bodies = prepare(spec, n, seed, None).map_err(LoadError)?;
+    let mut lat = Vec::with_capacity(n);
+    for (i, b) in bodies.iter().enumerate() {
+        let now = Instant::now();
+        let ex = client
+            .send(spec.api.path(), b.body.clone(), now, spec.stream)
+            .await;
+        let l = (ex.outcome == Outcome::Ok).then(|| (ex.end - now).as_secs_f64() * speedup);
+        each(i, l);
+        lat.push(l);
+    }
+    Ok(warmup_report(lat))
+}
+
+/// First, median and steady latency of a warm-up.
+pub fn warmup_report(lat: Vec<Option<f64>>) -> crate::report::WarmupReport {
+    let ok: Vec<f64> = lat.iter().flatten().copied().collect();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| {
+            if v.len() % 2 == 1 {
+                v[v.len() / 2]
+            } else {
+                (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+            }
+        })
+    };
+    let second_half: Vec<f64> = lat[lat.len() / 2..].iter().flatten().copied().collect();
+    let first = lat.first().copied().flatten();
+    let steady = median(&second_half);
+    crate::report::WarmupReport {
+        requests: lat.len() as u64,
+        ok: ok.len() as u64,
+        first_s: first,
+        median_s: median(&ok),
+        steady_s: steady,
+        cold_ratio: first
+            .zip(steady)
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(f, s)| f / s),
+        latencies_s: lat,
+    }
+}

@@ -1,0 +1,290 @@
+//! When requests are sent: arrival processes, stages with rests, and the plan they make,
+//! computed ahead of the run so sending never waits on arithmetic.
+//!
+//! Open-loop schedules fix every request's *intended* send time in advance; the load
+//! generator measures latency from that time, so a slow server (or a slow client) cannot hide
+//! its queueing (no coordinated omission). Closed-loop concurrency and the sequential warm-up
+//! depend on completions and are run by the driver instead.
+
+use inferscale_engine::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How arrivals are spaced within a stage.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Arrival {
+    /// Evenly spaced, as k6's `constant-arrival-rate` (the first at the stage start).
+    #[default]
+    Constant,
+    /// Exponential gaps (a Poisson process).
+    Poisson,
+    /// Gamma-distributed gaps with this shape: 1 is Poisson, below 1 burstier, above 1 more
+    /// regular (`vllm bench serve`'s "burstiness").
+    Gamma {
+        /// The shape parameter (> 0).
+        shape: f64,
+    },
+}
+
+/// One stage of an open-loop plan.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stage {
+    /// Requests per second at the start of the stage.
+    pub rate: f64,
+    /// Requests per second at the end (a linear ramp when it differs from `rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_rate: Option<f64>,
+    /// Seconds of sending.
+    pub duration_s: f64,
+    /// Seconds of pause after the stage (its requests finish meanwhile).
+    #[serde(default)]
+    pub rest_s: f64,
+}
+
+impl Stage {
+    /// A constant-rate stage.
+    pub fn constant(rate: f64, duration_s: f64, rest_s: f64) -> Self {
+        Stage {
+            rate,
+            end_rate: None,
+            duration_s,
+            rest_s,
+        }
+    }
+
+    /// Expected requests in the stage.
+    pub fn expected_requests(&self) -> f64 {
+        (self.rate + self.end_rate.unwrap_or(self.rate)) / 2.0 * self.duration_s
+    }
+}
+
+/// One planned request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planned {
+    /// Seconds from the start of the run.
+    pub at: f64,
+    /// The stage it belongs to.
+    pub stage: usize,
+}
+
+/// Where a stage sits on the run's timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageWindow {
+    /// Start of sending, seconds from the run start.
+    pub start: f64,
+    /// End of sending.
+    pub end: f64,
+    /// End of the rest that follows.
+    pub rest_end: f64,
+}
+
+/// Why a schedule is not valid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleError(pub String);
+
+impl std::fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+/// The intended send times of every request of `stages`, in order, and each stage's window.
+///
+/// ```
+/// use inferscale_loadgen::schedule::{plan, Arrival, Stage};
+/// let (reqs, windows) = plan(&[Stage::constant(10.0, 2.0, 1.0), Stage::constant(20.0, 1.0, 0.0)], Arrival::Constant, 0).unwrap();
+/// assert_eq!(reqs.len(), 40);
+/// assert_eq!(reqs[1].at, 0.1);
+/// assert_eq!(windows[1].start, 3.0);
+/// assert_eq!(reqs[20].at, 3.0);
+/// ```
+pub fn plan(
+    stages: &[Stage],
+    arrival: Arrival,
+    seed: u64,
+) -> Result<(Vec<Planned>, Vec<StageWindow>), ScheduleError> {
+    if let Arrival::Gamma { shape } = arrival
+        && !(shape.is_finite() && shape > 0.0)
+    {
+        return Err(ScheduleError(format!(
+            "the gamma shape must be positive, not {shape}"
+        )));
+    }
+    let mut rng = Rng::new(seed ^ 0x5C4E_D01E);
+    let mut out = Vec::new();
+    let mut windows = Vec::new();
+    let mut t0 = 0.0;
+    for (i, s) in stages.iter().enumerate() {
+        let r1 = s.end_rate.unwrap_or(s.rate);
+        for (what, v) in [("rate", s.rate), ("end rate", r1)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ScheduleError(format!(
+                    "stage {}: the {what} must be a non-negative number, not {v}",
+                    i + 1
+                )));
+            }
+        }
+        if !(s.duration_s.is_finite() && s.duration_s > 0.0) {
+            return Err(ScheduleError(format!(
+                "stage {}: the duration must be positive, not {}",
+                i + 1,
+                s.duration_s
+            )));
+        }
+        if !(s.rest_s.is_finite() && s.rest_s >= 0.0) {
+            return Err(ScheduleError(format!(
+                "stage {}: the rest must not be negative",
+                i + 1
+            )));
+        }
+        if s.expected_requests() > 50_000_000.0 {
+            return Err(ScheduleError(format!(
+                "stage {}: {:.0} requests is more than one run should send",
+                i + 1,
+                s.expected_requests()
+            )));
+        }
+        // Work in "arrival units": the cumulative rate Λ(t) = r0 t + (r1 − r0) t² / (2T), and
+        // place arrival k at Λ⁻¹(u_k), with u_k = k for constant arrivals and a renewal
+        // process of unit mean otherwise.
+        let lambda_total = (s.rate + r1) / 2.0 * s.duration_s;
+        let mut u = 0.0;
+        loop {
+            if u >= lambda_total - 1e-9 {
+                break;
+            }
+            let t = inverse_cumulative(s.rate, r1, s.duration_s, u);
+            out.push(Planned {
+                at: t0 + t,
+                stage: i,
+            });
+            u += match arrival {
+                Arrival::Constant => 1.0,
+                Arrival::Poisson => -(1.0 - rng.next_f64()).ln(),
+                Arrival::Gamma { shape } => gamma(&mut rng, shape) / shape,
+            };
+        }
+        windows.push(StageWindow {
+            start: t0,
+            end: t0 + s.duration_s,
+            rest_end: t0 + s.duration_s + s.rest_s,
+        });
+        t0 += s.duration_s + s.rest_s;
+    }
+    Ok((out, windows))
+}
+
+/// Λ⁻¹(u) for a linear ramp from `r0` to `r1` over `d` seconds.
+fn inverse_cumulative(r0: f64, r1: f64, d: f64, u: f64) -> f64 {
+    let a = (r1 - r0) / (2.0 * d);
+    if a.abs() < 1e-12 {
+        return if r0 > 0.0 { u / r0 } else { d };
+    }
+    // a t² + r0 t − u = 0, the root in [0, d].
+    let disc = (r0 * r0 + 4.0 * a * u).max(0.0);
+    ((-r0 + disc.sqrt()) / (2.0 * a)).clamp(0.0, d)
+}
+
+/// A Gamma(shape, 1) variate (Marsaglia–Tsang; boosted for shape < 1).
+fn gamma(rng: &mut Rng, shape: f64) -> f64 {
+    if shape < 1.0 {
+        let u = rng.next_f64().max(f64::MIN_POSITIVE);
+        return gamma(rng, shape + 1.0) * u.powf(1.0 / shape);
+    }
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = rng.normal();
+        let v = (1.0 + c * x).powi(3);
+        if v <= 0.0 {
+            continue;
+        }
+        let u = rng.next_f64();
+        if u < 1.0 - 0.0331 * x.powi(4) || u.ln() < 0.5 * x * x + d * (1.0 - v + v.ln()) {
+            return d * v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gaps(reqs: &[Planned]) -> Vec<f64> {
+        reqs.windows(2).map(|w| w[1].at - w[0].at).collect()
+    }
+
+    #[test]
+    fn constant_arrivals_are_exact() {
+        let (r, w) = plan(&[Stage::constant(50.0, 60.0, 30.0)], Arrival::Constant, 1).unwrap();
+        assert_eq!(r.len(), 3000);
+        assert!(gaps(&r).iter().all(|g| (g - 0.02).abs() < 1e-9));
+        assert_eq!(
+            w[0],
+            StageWindow {
+                start: 0.0,
+                end: 60.0,
+                rest_end: 90.0
+            }
+        );
+    }
+
+    #[test]
+    fn poisson_and_gamma_have_the_right_mean_and_spread() {
+        for (arrival, cv) in [
+            (Arrival::Poisson, 1.0),
+            (Arrival::Gamma { shape: 0.25 }, 2.0),
+            (Arrival::Gamma { shape: 4.0 }, 0.5),
+        ] {
+            let (r, _) = plan(&[Stage::constant(100.0, 200.0, 0.0)], arrival, 7).unwrap();
+            let n = r.len() as f64;
+            assert!((n / 20_000.0 - 1.0).abs() < 0.05, "{arrival:?}: {n}");
+            let g = gaps(&r);
+            let mean = g.iter().sum::<f64>() / g.len() as f64;
+            let sd = (g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64).sqrt();
+            assert!(
+                (sd / mean / cv - 1.0).abs() < 0.1,
+                "{arrival:?}: cv {}",
+                sd / mean
+            );
+        }
+    }
+
+    #[test]
+    fn ramps_are_linear() {
+        let (r, _) = plan(
+            &[Stage {
+                rate: 0.0,
+                end_rate: Some(100.0),
+                duration_s: 10.0,
+                rest_s: 0.0,
+            }],
+            Arrival::Constant,
+            0,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 500);
+        // Half the requests of a linear ramp from zero arrive in the last 29 % of it (after
+        // 10 s × √½).
+        let late = r.iter().filter(|p| p.at >= 10.0 * 0.5f64.sqrt()).count();
+        assert!((late as i64 - 250).abs() <= 1, "{late}");
+    }
+
+    #[test]
+    fn bad_stages_are_refused() {
+        assert!(plan(&[Stage::constant(-1.0, 1.0, 0.0)], Arrival::Constant, 0).is_err());
+        assert!(plan(&[Stage::constant(1.0, 0.0, 0.0)], Arrival::Constant, 0).is_err());
+        assert!(plan(&[Stage::constant(1.0, 1.0, -1.0)], Arrival::Constant, 0).is_err());
+        assert!(
+            plan(
+                &[Stage::constant(1.0, 1.0, 0.0)],
+                Arrival::Gamma { shape: 0.0 },
+                0
+            )
+            .is_err()
+        );
+        assert!(plan(&[Stage::constant(1e9, 1e9, 0.0)], Arrival::Constant, 0).is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! k6-style pass/fail thresholds over a whole run: `p95(e2e)<5s`, `error_rate<1%`.
+
+use crate::record::{Record, latencies, requests};
+use crate::report::{Percentiles, ThresholdResult};
+
+/// A parsed threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// As written.
+    pub expr: String,
+    metric: Metric,
+    op: Op,
+    value: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Metric {
+    /// `agg(latency)`: agg ∈ p50/p90/p95/p99/max/mean/avg/med, latency ∈ ttft/tpot/itl/e2e.
+    Latency { agg: Agg, which: Which },
+    /// Failed over scheduled (dropped included in neither numerator nor denominator).
+    ErrorRate,
+    /// Dropped over scheduled.
+    DropRate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Agg {
+    P50,
+    P90,
+    P95,
+    P99,
+    Max,
+    Mean,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Which {
+    Ttft,
+    Tpot,
+    Itl,
+    E2e,
+}
+
+fn parse_value(s: &str, expr: &str) -> Result<(f64, bool), String> {
+    let bad =
+        || format!("threshold {expr:?}: {s:?} is not a number (with an optional unit: ms, s, %)");
+    let s = s.trim();
+    let (num, scale, pct) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3, false)
+    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
+        (n, 1e-6, false)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0, false)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0, false)
+    } else if let Some(n) = s.strip_suffix('%') {
+        (n, 0.01, true)
+    } else {
+        (s, 1.0, false)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !v.is_finite() {
+        return Err(bad());
+    }
+    Ok((v * scale, pct))
+}
+
+impl Threshold {
+    /// Parses `p95(e2e)<5s`, `max(ttft)<=2s`, `error_rate<1%`, `drop_rate<0.1%`.
+    pub fn parse(expr: &str) -> Result<Threshold, String> {
+        let e = expr.replace(' ', "");
+        let (pos, op, len) = ["<=", ">=", "<", ">"]
+            .iter()
+            .filter_map(|o| e.find(o).map(|p| (p, *o, o.len())))
+            .min_by_key(|(p, _, _)| *p)
+            .ok_or_else(|| format!("threshold {expr:?}: no comparison (<, <=, >, >=)"))?;
+        let op = match op {
+            "<=" => Op::Le,
+            ">=" => Op::Ge,
+            "<" => Op::Lt,
+            _ => Op::Gt,
+        };
+        let (lhs, rhs) = (&e[..pos], &e[pos + len..]);
+        let metric = match lhs {
+            "error_rate" => Metric::ErrorRate,
+            "drop_rate" => Metric::DropRate,
+            _ => {
+                let (agg, rest) = lhs.split_once('(').ok_or_else(|| {
+                    format!("threshold {expr:?}: expected agg(latency), error_rate or drop_rate on the left")
+                })?;
+                let which = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| format!("threshold {expr:?}: missing ')'"))?;
+                let agg = match agg {
+                    "p50" | "med" => Agg::P50,
+                    "p90" => Agg::P90,
+                    "p95" => Agg::P95,
+                    "p99" => Agg::P99,
+                    "max" => Agg::Max,
+                    "mean" | "avg" => Agg::Mean,
+                    other => {
+                        return Err(format!(
+                            "threshold {expr:?}: unknown aggregate {other:?} (p50, p90, p95, p99, max, mean)"
+                        ));
+                    }
+                };
+                let which = match which {
+                    "ttft" => Which::Ttft,
+                    "tpot" => Which::Tpot,
+                    "itl" => Which::Itl,
+                    "e2e" => Which::E2e,
+                    other => {
+                        return Err(format!(
+                            "threshold {expr:?}: unknown latency {other:?} (ttft, tpot, itl, e2e)"
+                        ));
+                    }
+                };
+                Metric::Latency { agg, which }
+            }
+        };
+        let (value, pct) = parse_value(rhs, expr)?;
+        if pct != matches!(metric, Metric::ErrorRate | Metric::DropRate) && pct {
+            return Err(format!(
+                "threshold {expr:?}: a percentage only applies to error_rate and drop_rate"
+            ));
+        }
+        Ok(Threshold {
+            expr: expr.to_owned(),
+            metric,
+            op,
+            value,
+        })
+    }
+
+    /// Evaluates over every record of the run (latencies in server time).
+    pub fn evaluate(&self, records: &[Record], speedup: f64) -> ThresholdResult {
+        let q = requests(records);
+        let value = match self.metric {
+            Metric::ErrorRate => {
+                let sent = q.ok + q.failed.total;
+                (sent > 0).then(|| q.failed.total as f64 / sent as f64)
+            }
+            Metric::DropRate => (q.scheduled > 0).then(|| q.dropped as f64 / q.scheduled as f64),
+            Metric::Latency { agg, which } => {
+                let l = latencies(records, speedup);
+                let p: Percentiles = match which {
+                    Which::Ttft => l.ttft,
+                    Which::Tpot => l.tpot,
+                    Which::Itl => l.itl,
+                    Which::E2e => l.e2e,
+                };
+                match agg {
+                    Agg::P50 => p.p50,
+                    Agg::P90 => p.p90,
+                    Agg::P95 => p.p95,
+                    Agg::P99 => p.p99,
+                    Agg::Max => p.max,
+                    Agg::Mean => p.mean,
+                }
+            }
+        };
+        let ok = value.is_some_and(|v| match self.op {
+            Op::Lt => v < self.value,
+            Op::Le => v <= self.value,
+            Op::Gt => v > self.value,
+            Op::Ge => v >= self.value,
+        });
+        ThresholdResult {
+            expr: self.expr.clone(),
+            value,
+            ok,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{Outcome, TokenSource};
+
+    fn rec(e2e: f64, outcome: Outcome) -> Record {
+        Record {
+            index: 0,
+            step: 0,
+            intended_s: 0.0,
+            sent_s: Some(0.0),
+            events_s: vec![],
+            end_s: Some(e2e),
+            outcome,
+            output_tokens: Some(10),
+            prompt_tokens: None,
+            token_source: Some(TokenSource::Usage),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn parse_and_evaluate() {
+        let rs: Vec<Record> = (0..100)
+            .map(|i| {
+                rec(
+                    f64::from(i) / 10.0,
+                    if i < 2 { Outcome::Timeout } else { Outcome::Ok },
+                )
+            })
+            .collect();
+        assert!(
+            Threshold::parse("p95(e2e)<10s")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+        assert!(
+            !Threshold::parse("p95(e2e) < 5s")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+        assert!(
+            !Threshold::parse("p95(e2e)<5s")
+                .unwrap()
+                .evaluate(&rs, 2.0)
+                .ok
+        );
+        let r = Threshold::parse("error_rate<1%")
+            .unwrap()
+            .evaluate(&rs, 1.0);
+        assert_eq!((r.value, r.ok), (Some(0.02), false));
+        assert!(
+            Threshold::parse("error_rate<=2%")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+        assert!(
+            Threshold::parse("max(e2e)<10s")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+        assert!(
+            Threshold::parse("max(e2e)>9800ms")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+        // No streaming, no TTFT: a threshold on it fails rather than passing vacuously.
+        assert!(
+            !Threshold::parse("p95(ttft)<1s")
+                .unwrap()
+                .evaluate(&rs, 1.0)
+                .ok
+        );
+    }
+
+    #[test]
+    fn bad_thresholds_say_why() {
+        for (e, needle) in [
+            ("p95(e2e)", "no comparison"),
+            ("p97(e2e)<1s", "unknown aggregate"),
+            ("p95(latency)<1s", "unknown latency"),
+            ("p95(e2e)<fast", "not a number"),
+            ("p95(e2e)<5%", "percentage"),
+            ("throughput>1", "expected agg(latency)"),
+        ] {
+            assert!(Threshold::parse(e).unwrap_err().contains(needle), "{e}");
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! Sending one request and watching its response: HTTP/1.1 with or without connection reuse,
+//! a deadline, and streaming responses decoded event by event as the bytes arrive.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use inferscale_openai::SseDecoder;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
+
+use crate::target::Target;
+
+/// How a request ended. Every scheduled request ends in exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A complete, well-formed answer.
+    Ok,
+    /// A status other than 200.
+    HttpError {
+        /// The status.
+        status: u16,
+    },
+    /// No complete answer before the deadline.
+    Timeout,
+    /// The connection could not be made.
+    ConnectError,
+    /// The answer was malformed or cut off.
+    StreamError,
+    /// Never sent: the in-flight cap was reached (k6's `dropped_iterations`).
+    Dropped,
+}
+
+impl Outcome {
+    /// A short name (`ok`, `http_error`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::HttpError { .. } => "http_error",
+            Outcome::Timeout => "timeout",
+            Outcome::ConnectError => "connect_error",
+            Outcome::StreamError => "stream_error",
+            Outcome::Dropped => "dropped",
+        }
+    }
+}
+
+/// Where the output token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage`.
+    Usage,
+    /// Counted token-bearing stream events (a fallback when the server sent no usage).
+    Chunks,
+}
+
+/// What one request did (times are instants; the runner turns them into run seconds).
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// When the request started to be written (after connecting).
+    pub sent: Option<Instant>,
+    /// When each token-bearing event arrived (the first is the first token).
+    pub token_events: Vec<Instant>,
+    /// When the response ended (or failed).
+    pub end: Instant,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Output tokens (see `token_source`).
+    pub output_tokens: Option<u32>,
+    /// Prompt tokens, from `usage`.
+    pub prompt_tokens: Option<u32>,
+    /// Where `output_tokens` came from.
+    pub token_source: Option<TokenSource>,
+    /// Why it failed, in words.
+    pub error: Option<String>,
+}
+
+/// Connection and deadline settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The server.
+    pub target: Target,
+    /// Keep connections open between requests (k6's default; the seeds' runs did not).
+    pub reuse: bool,
+    /// Give up on a request this long after its intended send time.
+    pub timeout: Duration,
+    /// Refuse response bodies larger than this.
+    pub max_body: usize,
+}
+
+/// One HTTP/1.1 connection: the request half, and the task that drives the socket (aborted to
+/// close it: a request given up on must not linger on the server).
+struct Conn {
+    sender: SendRequest<Full<Bytes>>,
+    driver: tokio::task::AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// A pool of HTTP/1.1 connections to one server.
+pub struct Client {
+    cfg: ClientConfig,
+    idle: Mutex<Vec<Conn>>,
+}
+
+#[derive(Deserialize)]
+struct UsageOnly {
+    usage: Option<UsageNumbers>,
+    #[allow(dead_code)]
+    choices: Vec<IgnoredAny>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct UsageNumbers {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+/// What a stream event carried, found without building a document.
+#[derive(Debug, Default, PartialEq)]
+struct EventInfo {
+    done: bool,
+    has_token: bool,
+    usage: Option<(Option<u32>, Option<u32>)>,
+}
+
+/// Looks at one `data:` payload: `[DONE]`, or a JSON chunk with text and/or usage. The payload
+/// must be valid JSON (checked without allocating); the fields are found by scanning, which is
+/// safe because a key like `"text":"` cannot occur unescaped inside a JSON string.
+fn inspect(data: &str) -> Result<EventInfo, String> {
+    if data == "[DONE]" {
+        return Ok(EventInfo {
+            done: true,
+            ..EventInfo::default()
+        });
+    }
+    if serde_json::from_str::<IgnoredAny>(data).is_err() {
+        let shown: String = data.chars().take(80).collect();
+        return Err(format!("malformed event: {shown}"));
+    }
+    let non_empty_after = |key: &str| {
+        data.find(key)
+            .is_some_and(|i| data.as_bytes().get(i + key.len()) != Some(&b'"'))
+    };
+    let has_token = non_empty_after("\"text\":\"") || non_empty_after("\"content\":\"");
+    let usage = data.find("\"usage\":{").map(|i| {
+        let tail = &data[i..];
+        let num = |key: &str| {
+            tail.find(key).and_then(|j| {
+                let digits: String = tail[j + key.len()..]
+                    .chars()
+                    .skip_while(|c| *c == ' ')
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<u32>().ok()
+            })
+        };
+        (num("\"prompt_tokens\":"), num("\"completion_tokens\":"))
+    });
+    Ok(EventInfo {
+        done: false,
+        has_token,
+        usage,
+    })
+}
+
+impl Client {
+    /// A client for `cfg`.
+    pub fn new(cfg: ClientConfig) -> Self {
+        Client {
+            cfg,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    async fn connect(&self) -> Result<Conn, String> {
+        let stream = TcpStream::connect((self.cfg.target.host.as_str(), self.cfg.target.port))
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", self.cfg.target.authority()))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        })
+        .abort_handle();
+        Ok(Conn { sender, driver })
+    }
+
+    fn take_idle(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().ok()?;
+        while let Some(c) = idle.pop() {
+            if !c.sender.is_closed() && c.sender.is_ready() {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Sends `body` to `path` and follows the response until it ends, fails, or the deadline
+    /// (`intended` + timeout) passes.
+    pub async fn send(&self, path: &str, body: Bytes, intended: Instant, stream: bool) -> Exchange {
+        let deadline = intended + self.cfg.timeout;
+        let mut ex = Exchange {
+            sent: None,
+            token_events: Vec::new(),
+            end: intended,
+            outcome: Outcome::Timeout,
+            output_tokens: None,
+            prompt_tokens: None,
+            token_source: None,
+            error: None,
+        };
+        let result =
+            tokio::time::timeout_at(deadline.into(), self.exchange(path, body, stream, &mut ex))
+                .await;
+        ex.end = Instant::now();
+        match result {
+            Ok(Ok(())) => ex.outcome = Outcome::Ok,
+            Ok(Err((outcome, why))) => {
+                ex.outcome = outcome;
+                ex.error = Some(why);
+            }
+            Err(_) => {
+                ex.outcome = Outcome::Timeout;
+                ex.error = Some(format!(
+                    "no complete answer within {:?} of the intended send time",
+                    self.cfg.timeout
+                ));
+            }
+        }
+        ex
+    }
+
+    async fn exchange(
+        &self,
+        path: &str,
+        body: Bytes,
+        stream: bool,
+        ex: &mut Exchange,
+    ) -> Result<(), (Outcome, String)> {
+        // Dropping `conn` on any early return (an error, or the deadline cancelling this
+        // future) closes the socket.
+        let mut conn = match self.take_idle().filter(|_| self.cfg.reuse) {
+            Some(c) => c,
+            None => self
+                .connect()
+                .await
+                .map_err(|e| (Outcome::ConnectError, e))?,
+        };
+        let mut req = http::Request::post(self.cfg.target.path(path))
+            .header(http::header::HOST, self.cfg.target.authority())
+            .header(http::header::CONTENT_TYPE, "application/json");
+        if !self.cfg.reuse {
+            req = req.header(http::header::CONNECTION, "close");
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| (Outcome::ConnectError, e.to_string()))?;
+        ex.sent = Some(Instant::now());
+        let resp = conn
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| (Outcome::StreamError, format!("request failed: {e}")))?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if status != http::StatusCode::OK {
+            let _ = http_body_util::Limited::new(body, 64 * 1024)
+                .collect()
+                .await;
+            return Err((
+                Outcome::HttpError {
+                    status: status.as_u16(),
+                },
+                format!("HTTP {status}"),
+            ));
+        }
+        let mut decoder = SseDecoder::new(self.cfg.max_body);
+        let mut events = Vec::new();
+        let mut whole = Vec::new();
+        let mut done = false;
+        let mut usage: Option<(Option<u32>, Option<u32>)> = None;
+        loop {
+            let frame = match body.frame().await {
+                None => break,
+                Some(Err(e)) => {
+                    return Err((Outcome::StreamError, format!("the response was cut: {e}")));
+                }
+                Some(Ok(f)) => f,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if !stream {
+                if whole.len() + data.len() > self.cfg.max_body {
+                    return Err((
+                        Outcome::StreamError,
+                        "the response body is too large".into(),
+                    ));
+                }
+                whole.extend_from_slice(&data);
+                continue;
+            }
+            let now = Instant::now();
+            decoder
+                .feed(&data, &mut events)
+                .map_err(|e| (Outcome::StreamError, e.to_string()))?;
+            for e in events.drain(..) {
+                let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
+                if info.done {
+                    done = true;
+                }
+                if info.has_token {
+                    ex.token_events.push(now);
+                }
+                if info.usage.is_some() {
+                    usage = info.usage;
+                }
+            }
+        }
+        if stream {
+            decoder
+                .finish(&mut events)
+                .map_err(|e| (Outcome::StreamError, e.to_string()))?;
+            for e in events.drain(..) {
+                let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
+                done |= info.done;
+            }
+            if !done {
+                return Err((
+                    Outcome::StreamError,
+                    "the stream ended before [DONE]".into(),
+                ));
+            }
+            match usage {
+                Some((p, Some(c))) => {
+                    ex.output_tokens = Some(c);
+                    ex.prompt_tokens = p;
+                    ex.token_source = Some(TokenSource::Usage);
+                }
+                _ => {
+                    ex.output_tokens = Some(ex.token_events.len() as u32);
+                    ex.token_source = Some(TokenSource::Chunks);
+                }
+            }
+        } else {
+            let parsed: UsageOnly = serde_json::from_slice(&whole)
+                .map_err(|e| (Outcome::StreamError, format!("malformed response: {e}")))?;
+            if let Some(u) = parsed.usage {
+                ex.output_tokens = u
+                    .completion_tokens
+                    .map(|c| c.min(u64::from(u32::MAX)) as u32);
+                ex.prompt_tokens = u.prompt_tokens.map(|c| c.min(u64::from(u32::MAX)) as u32);
+                ex.token_source = Some(TokenSource::Usage);
+            }
+        }
+        if self.cfg.reuse
+            && !conn.sender.is_closed()
+            && let Ok(mut idle) = self.idle.lock()
+        {
+            idle.push(conn);
+        }
+        Ok(())
+    }
+
+    /// `GET path` with a short deadline; the body as text (for `/v1/models` and `/metrics`).
+    pub async fn get(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes, Option<String>), String> {
+        let fut = async {
+            let mut c = self.connect().await?;
+            let req = http::Request::get(self.cfg.target.path(path))
+                .header(http::header::HOST, self.cfg.target.authority())
+                .header(
+                    http::header::ACCEPT,
+                    "text/plain;version=0.0.4;q=0.9,*/*;q=0.1",
+                )
+                .body(Full::new(Bytes::new()))
+                .map_err(|e| e.to_string())?;
+            let resp = c
+                .sender
+                .send_request(req)
+                .await
+                .map_err(|e| format!("request failed: {e}"))?;
+            let status = resp.status().as_u16();
+            let ct = resp
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let body = http_body_util::Limited::new(resp.into_body(), self.cfg.max_body)
+                .collect()
+                .await
+                .map_err(|e| format!("reading the body failed: {e}"))?
+                .to_bytes();
+            Ok((status, body, ct))
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .unwrap_or_else(|_| Err(format!("timed out after {timeout:?}")))
+    }
+}
+
+/// A `GET` with no pool, for one-off scrapes of any URL.
+pub async fn get_once(
+    target: &Target,
+    accept: &str,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(u16, Bytes, Option<String>), String> {
+    let fut = async {
+        let stream = TcpStream::connect((target.host.as_str(), target.port))
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", target.authority()))?;
+        let _ = stream.set_nodelay(true);
+        let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        let conn = tokio::spawn(conn);
+        let req = http::Request::get(target.path_and_query.as_str())
+            .header(http::header::HOST, target.authority())
+            .header(http::header::ACCEPT, accept)
+            .header(
+                http::header::USER_AGENT,
+                concat!("inferscale/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let resp = s
+            .send_request(req)
+            .await
+            .map_err(|e| format!("the server closed the connection: {e}"))?;
+        let status = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = http_body_util::Limited::new(resp.into_body(), max_body)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    format!("the body is larger than {max_body} bytes (raise --max-body)")
+                } else {
+                    format!("reading the body failed: {e}")
+                }
+            })?
+            .to_bytes();
+        conn.abort();
+        Ok((status, body, ct))
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "timed out after {}",
+            crate::target::format_duration(timeout)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_inspected_without_a_document() {
+        let t = r#"{"id":"c","object":"text_completion","choices":[{"index":0,"text":" hi","finish_reason":null}]}"#;
+        assert_eq!(
+            inspect(t).unwrap(),
+            EventInfo {
+                done: false,
+                has_token: true,
+                usage: None
+            }
+        );
+        let empty = r#"{"id":"c","choices":[{"index":0,"text":"","finish_reason":"length"}]}"#;
+        assert!(!inspect(empty).unwrap().has_token);
+        let chat = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"x"}}]}"#;
+        assert!(inspect(chat).unwrap().has_token);
+        let role =
+            r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        assert!(!inspect(role).unwrap().has_token);
+        let usage = r#"{"id":"c","choices":[],"usage":{"prompt_tokens":35,"total_tokens":135,"completion_tokens":100}}"#;
+        assert_eq!(inspect(usage).unwrap().usage, Some((Some(35), Some(100))));
+        assert!(inspect("[DONE]").unwrap().done);
+        assert!(inspect(r#"{"id":"c","choices":[{"text":" broken\u00"#).is_err());
+        // A key inside a string value is not a key.
+        let tricky = r#"{"note":"\"text\":\"x","choices":[{"text":""}]}"#;
+        assert!(!inspect(tricky).unwrap().has_token);
+    }
+}
