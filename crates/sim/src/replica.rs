@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inferscale_engine::stats::{FinishReason, Stats};
@@ -114,35 +115,46 @@ pub(crate) enum Command {
     Snapshot(oneshot::Sender<Snapshot>),
 }
 
-/// Runs the engine until every sender of `commands` is gone.
-pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock) {
-    let mut sinks: HashMap<u64, (u64, mpsc::UnboundedSender<Update>)> = HashMap::new();
-    let mut ids: HashMap<u64, u64> = HashMap::new();
-    let mut events: Vec<Event> = Vec::new();
-    let mut pending: Vec<Command> = Vec::new();
-    loop {
-        let now = clock.now();
-        // Commands first, at the time they are handled; snapshots after the engine caught up.
-        let mut snapshots = Vec::new();
-        for cmd in pending.drain(..) {
-            match cmd {
-                Command::Submit(s) => {
-                    let id = engine.submit_with_cut(s.spec, now, s.cut);
-                    ids.insert(s.key, id);
-                    sinks.insert(id, (s.key, s.updates));
-                }
-                Command::Cancel { key, reason } => {
-                    if let Some(id) = ids.remove(&key) {
-                        engine.cancel(id, now, reason, &mut events);
-                    }
-                }
-                Command::Snapshot(reply) => snapshots.push(reply),
-            }
+/// The engine and who is waiting for which of its requests.
+pub(crate) struct Core {
+    engine: Engine,
+    sinks: HashMap<u64, (u64, mpsc::UnboundedSender<Update>)>,
+    ids: HashMap<u64, u64>,
+    events: Vec<Event>,
+}
+
+impl Core {
+    fn new(engine: Engine) -> Self {
+        Core {
+            engine,
+            sinks: HashMap::new(),
+            ids: HashMap::new(),
+            events: Vec::new(),
         }
-        engine.advance(now, &mut events);
+    }
+
+    fn apply(&mut self, cmd: Command, now: f64, snapshots: &mut Vec<oneshot::Sender<Snapshot>>) {
+        match cmd {
+            Command::Submit(s) => {
+                let id = self.engine.submit_with_cut(s.spec, now, s.cut);
+                self.ids.insert(s.key, id);
+                self.sinks.insert(id, (s.key, s.updates));
+            }
+            Command::Cancel { key, reason } => {
+                if let Some(id) = self.ids.remove(&key) {
+                    self.engine.cancel(id, now, reason, &mut self.events);
+                }
+            }
+            Command::Snapshot(reply) => snapshots.push(reply),
+        }
+    }
+
+    /// Runs the engine up to `now` and hands every event to its request.
+    fn advance(&mut self, now: f64) {
+        self.engine.advance(now, &mut self.events);
         let mut gone = Vec::new();
-        for e in events.drain(..) {
-            let Some((key, tx)) = sinks.get(&e.id) else {
+        for e in self.events.drain(..) {
+            let Some((key, tx)) = self.sinks.get(&e.id) else {
                 continue;
             };
             let update = match e.kind {
@@ -155,28 +167,48 @@ pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock)
             };
             let closed = tx.send(update).is_err();
             if let EventKind::Finished(_) = e.kind {
-                ids.remove(key);
-                sinks.remove(&e.id);
+                self.ids.remove(key);
+                self.sinks.remove(&e.id);
             } else if closed {
                 gone.push(e.id);
             }
         }
         for id in gone {
             // The client went away without saying so: abort, as vLLM does on disconnect.
-            engine.abort(id, now, &mut events);
-            if let Some((key, _)) = sinks.remove(&id) {
-                ids.remove(&key);
+            self.engine.abort(id, now, &mut self.events);
+            if let Some((key, _)) = self.sinks.remove(&id) {
+                self.ids.remove(&key);
             }
         }
-        events.clear();
-        for reply in snapshots {
-            let _ = reply.send(Snapshot {
-                stats: engine.stats().clone(),
-                clock_fraction: engine.clock_fraction(),
-                now,
-            });
+        self.events.clear();
+    }
+
+    fn snapshot(&self, now: f64) -> Snapshot {
+        Snapshot {
+            stats: self.engine.stats().clone(),
+            clock_fraction: self.engine.clock_fraction(),
+            now,
         }
-        let timeout = engine
+    }
+}
+
+/// Runs the engine until every sender of `commands` is gone.
+pub(crate) fn run(engine: Engine, commands: Receiver<Command>, clock: Clock) {
+    let mut core = Core::new(engine);
+    let mut pending: Vec<Command> = Vec::new();
+    loop {
+        let now = clock.now();
+        // Commands first, at the time they are handled; snapshots after the engine caught up.
+        let mut snapshots = Vec::new();
+        for cmd in pending.drain(..) {
+            core.apply(cmd, now, &mut snapshots);
+        }
+        core.advance(now);
+        for reply in snapshots {
+            let _ = reply.send(core.snapshot(now));
+        }
+        let timeout = core
+            .engine
             .next_event_time()
             .map_or(Duration::from_secs(3600), |t| clock.wall_until(t));
         match commands.recv_timeout(timeout) {
@@ -190,24 +222,54 @@ pub(crate) fn run(mut engine: Engine, commands: Receiver<Command>, clock: Clock)
     }
 }
 
-/// The HTTP side's handle on an engine thread.
+/// The HTTP side's handle on an engine: its own thread (as vLLM's engine core), or, for the
+/// zero-cost `instant` profile, run inline under a lock (no step ever waits, so a thread hop
+/// would be pure overhead).
 #[derive(Clone)]
-pub(crate) struct EngineHandle {
-    commands: Sender<Command>,
+pub(crate) enum EngineHandle {
+    /// On its own thread.
+    Thread(Sender<Command>),
+    /// Inline.
+    Inline(Arc<Mutex<Core>>, Clock),
 }
 
 impl EngineHandle {
-    /// Starts the engine thread.
+    /// Starts the engine: inline for an instant engine, on a thread otherwise.
     pub(crate) fn spawn(
         engine: Engine,
         clock: Clock,
         name: String,
     ) -> std::io::Result<EngineHandle> {
+        if engine.cost_model().is_instant() {
+            return Ok(EngineHandle::Inline(
+                Arc::new(Mutex::new(Core::new(engine))),
+                clock,
+            ));
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name(name)
             .spawn(move || run(engine, rx, clock))?;
-        Ok(EngineHandle { commands: tx })
+        Ok(EngineHandle::Thread(tx))
+    }
+
+    fn command(&self, cmd: Command) {
+        match self {
+            EngineHandle::Thread(tx) => {
+                let _ = tx.send(cmd);
+            }
+            EngineHandle::Inline(core, clock) => {
+                if let Ok(mut c) = core.lock() {
+                    let now = clock.now();
+                    let mut snapshots = Vec::new();
+                    c.apply(cmd, now, &mut snapshots);
+                    c.advance(now);
+                    for reply in snapshots {
+                        let _ = reply.send(c.snapshot(now));
+                    }
+                }
+            }
+        }
     }
 
     /// Submits a request; its updates arrive on the returned receiver.
@@ -218,7 +280,7 @@ impl EngineHandle {
         cut: Option<(u32, FinishReason)>,
     ) -> mpsc::UnboundedReceiver<Update> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.commands.send(Command::Submit(Submission {
+        self.command(Command::Submit(Submission {
             key,
             spec,
             updates: tx,
@@ -229,13 +291,13 @@ impl EngineHandle {
 
     /// Ends a request early.
     pub(crate) fn cancel(&self, key: u64, reason: FinishReason) {
-        let _ = self.commands.send(Command::Cancel { key, reason });
+        self.command(Command::Cancel { key, reason });
     }
 
     /// A snapshot of the engine's statistics, or `None` if the engine thread is gone.
     pub(crate) async fn snapshot(&self) -> Option<Snapshot> {
         let (tx, rx) = oneshot::channel();
-        self.commands.send(Command::Snapshot(tx)).ok()?;
+        self.command(Command::Snapshot(tx));
         rx.await.ok()
     }
 }
