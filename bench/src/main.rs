@@ -8,6 +8,10 @@
 //!
 //! `sim-capacity` drives the simulator's `instant` profile with thousands of concurrent
 //! streams (`bench/sim-capacity.sh`).
+//!
+//! `loadgen` runs `inferscale load`, k6 and GuideLLM at rising constant rates against the
+//! simulator and judges each by the arrival times in the simulator's access log
+//! (`bench/loadgen.sh`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+mod guidellm;
+mod loadgen;
 mod sim_capacity;
 
 /// One measurement.
@@ -279,6 +285,7 @@ fn main() -> std::process::ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("parse") => parse_bench(&args[1..]),
         Some("sim-capacity") => sim_capacity::run(&args[1..]),
+        Some("loadgen") => loadgen::run(&args[1..]),
         _ => Err("usage: inferscale-bench parse [--python PATH] [--seconds S]\n       inferscale-bench sim-capacity --addr HOST:PORT [--streams N] [--tokens T] [--pid PID]".to_owned()),
     };
     match result {

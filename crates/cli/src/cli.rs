@@ -196,6 +196,10 @@ pub(crate) struct SimArgs {
     #[arg(long, value_name = "NAME", default_value = "inferscale-sim")]
     pub(crate) hostname: String,
 
+    /// Write one JSON line per request here (wall-clock arrival time, path, status).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) access_log: Option<std::path::PathBuf>,
+
     /// Fraction of requests answered with HTTP 500.
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub(crate) fault_500_rate: f64,

@@ -24,6 +24,10 @@ use crate::schedule::{Arrival, Planned, Stage, StageWindow, plan};
 use crate::target::Target;
 use crate::transport::{Client, ClientConfig, Outcome};
 
+/// How long before a step starts its lower-bound scrape is taken (a real server's `/metrics`
+/// takes milliseconds to tens of milliseconds to answer).
+const BOUND_LEAD: Duration = Duration::from_millis(100);
+
 /// Everything a load run needs.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
@@ -230,6 +234,12 @@ pub async fn run(
     let started_at = now_rfc3339();
     let client = Arc::new(Client::new(cfg.client.clone()));
     let sampler = cfg.metrics.clone().map(|t| Arc::new(Sampler::new(t)));
+    // The first step's lower bound is scraped before the clock starts, so that no request
+    // can finish before it is taken (later steps' bounds are taken ahead of their start).
+    let first_bound = match &sampler {
+        Some(s) => s.scrape(Instant::now()).await.ok(),
+        None => None,
+    };
     let t0 = Instant::now() + Duration::from_millis(100);
     let cpu0 = process_cpu_s();
 
@@ -270,7 +280,11 @@ pub async fn run(
     let stream = cfg.requests.stream;
 
     // Step boundaries: scrape before each step and after its requests are done.
-    let bounds: Arc<Mutex<Vec<Bounds>>> = Arc::new(Mutex::new(vec![(None, None); n_stages]));
+    let mut initial_bounds: Vec<Bounds> = vec![(None, None); n_stages];
+    if let Some(b) = initial_bounds.first_mut() {
+        b.0 = first_bound;
+    }
+    let bounds: Arc<Mutex<Vec<Bounds>>> = Arc::new(Mutex::new(initial_bounds));
     let cpu_marks: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(cpu0, cpu0); n_stages]));
     let (prog_tx, mut prog_rx) = mpsc::unbounded_channel::<Progress>();
     let stage_task = {
@@ -290,14 +304,12 @@ pub async fn run(
         tokio::spawn(async move {
             for (i, w) in windows.iter().enumerate() {
                 let start = t0 + Duration::from_secs_f64(w.start);
-                tokio::time::sleep_until(
-                    (start - Duration::from_millis(20).min(start - t0)).into(),
-                )
-                .await;
+                tokio::time::sleep_until((start - BOUND_LEAD).into()).await;
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                if let Some(s) = &sampler {
+                let have = bounds.lock().map(|v| v[i].0.is_some()).unwrap_or(false);
+                if let (Some(s), false) = (&sampler, have) {
                     let b = s.scrape(t0).await.ok();
                     if let Ok(mut v) = bounds.lock() {
                         v[i].0 = b;

@@ -72,6 +72,38 @@ async fn every_request_is_accounted_for_under_faults_and_matches_the_server() {
     }
 }
 
+/// A server that answers in microseconds finishes the first request at once: the step's
+/// lower-bound scrape must still come before it, or the server's count misses requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_server_reconciles_from_the_first_request() {
+    let instant =
+        inferscale_sim::SimConfig::new(inferscale_engine::profile("instant").unwrap(), "m".into());
+    let sim = start(instant).await;
+    for _ in 0..3 {
+        let lc = load(
+            sim.api,
+            vec![
+                Stage::constant(50.0, 0.5, 0.2),
+                Stage::constant(50.0, 0.5, 0.0),
+            ],
+            1.0,
+            true,
+        );
+        let out = inferscale_loadgen::run(lc, None, |_| {}, std::future::pending())
+            .await
+            .unwrap();
+        for step in &out.report.steps {
+            assert_eq!(step.requests.ok, 25, "{:?}", step.requests);
+            assert_eq!(
+                step.server.as_ref().unwrap().success_delta,
+                Some(25.0),
+                "step {}",
+                step.index
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seeds_plan_shows_the_queue_jump_at_60_req_s() {
     let speedup = 20.0;

@@ -8,6 +8,7 @@
 //! - `GET /metrics`: vLLM 0.33's exposition, values from the engine.
 //! - A DCGM exporter on a second listener, readings derived from the engine's activity.
 //! - Fault injection (500s, cut streams, stalls, malformed events, slow-down).
+//! - An access log (JSON lines with each request's wall-clock arrival time), when asked for.
 //!
 //! Time runs `speedup` times faster than the wall clock; everything the server reports is in
 //! simulated seconds. Each replica's engine runs on its own thread, like vLLM's engine core.
@@ -22,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod access;
 mod dcgm;
 mod faults;
 mod metrics;
@@ -30,6 +32,7 @@ mod server;
 mod tokens;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use faults::{Fate, Faults};
@@ -57,6 +60,8 @@ pub struct SimConfig {
     pub max_body_bytes: usize,
     /// The `Hostname` label of the DCGM endpoint.
     pub hostname: String,
+    /// Where to write the access log (one JSON line per request), if anywhere.
+    pub access_log: Option<PathBuf>,
 }
 
 impl SimConfig {
@@ -70,6 +75,7 @@ impl SimConfig {
             show_deprecated_metrics: false,
             max_body_bytes: 4 << 20,
             hostname: "inferscale-sim".into(),
+            access_log: None,
         }
     }
 }
@@ -79,6 +85,7 @@ pub struct Sim {
     replicas: Vec<Arc<server::Replica>>,
     plan: MemoryPlan,
     load_time: f64,
+    access: Option<Arc<access::AccessLog>>,
 }
 
 impl Sim {
@@ -92,6 +99,12 @@ impl Sim {
         let mut out = Vec::new();
         let mut plan = None;
         let load_time = cfg.engine.load_time_s();
+        let access = match &cfg.access_log {
+            None => None,
+            Some(p) => Some(Arc::new(
+                access::AccessLog::create(p).map_err(|e| SimError::AccessLog(p.clone(), e))?,
+            )),
+        };
         for i in 0..replicas.max(1) {
             let mut ec = cfg.engine.clone();
             ec.seed = inferscale_engine::mix(&[cfg.engine.seed, i as u64]);
@@ -106,6 +119,7 @@ impl Sim {
                 handle,
                 clock,
                 load_time,
+                access.clone(),
             )));
         }
         let plan = plan.ok_or(SimError::NoReplica)?;
@@ -113,6 +127,7 @@ impl Sim {
             replicas: out,
             plan,
             load_time,
+            access,
         })
     }
 
@@ -127,12 +142,14 @@ impl Sim {
     }
 
     /// Serves replica `i` on `listeners[i].0` (API) and, when given, `listeners[i].1` (DCGM)
-    /// until `shutdown` resolves; in-flight connections are closed gracefully.
+    /// until `shutdown` resolves; in-flight connections are closed gracefully. Returns the
+    /// access log's closing line (how many requests it holds, or why it may be incomplete)
+    /// when one was kept.
     pub async fn serve(
         self,
         listeners: Vec<(TcpListener, Option<TcpListener>)>,
         shutdown: impl Future<Output = ()>,
-    ) {
+    ) -> Option<Result<String, String>> {
         let set = self
             .replicas
             .into_iter()
@@ -140,6 +157,7 @@ impl Sim {
             .map(|(r, (api, dcgm))| (r, api, dcgm))
             .collect();
         server::serve_all(set, shutdown).await;
+        self.access.map(|a| a.close())
     }
 }
 
@@ -152,6 +170,8 @@ pub enum SimError {
     Thread(std::io::Error),
     /// Zero replicas.
     NoReplica,
+    /// The access log could not be created.
+    AccessLog(PathBuf, std::io::Error),
 }
 
 impl std::fmt::Display for SimError {
@@ -160,6 +180,9 @@ impl std::fmt::Display for SimError {
             SimError::Memory(e) => write!(f, "{e}"),
             SimError::Thread(e) => write!(f, "cannot start an engine thread: {e}"),
             SimError::NoReplica => f.write_str("no replica to serve"),
+            SimError::AccessLog(p, e) => {
+                write!(f, "cannot create the access log {}: {e}", p.display())
+            }
         }
     }
 }

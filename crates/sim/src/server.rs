@@ -27,6 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::SimConfig;
+use crate::access::{AccessLog, Entry};
 use crate::dcgm::DcgmState;
 use crate::faults::Fate;
 use crate::metrics::{self, HttpStats, ProcessInfo};
@@ -44,6 +45,7 @@ pub(crate) struct Replica {
     pub(crate) clock: Clock,
     pub(crate) load_time: f64,
     pub(crate) created_unix: f64,
+    pub(crate) access: Option<Arc<AccessLog>>,
     keys: AtomicU64,
     http: Mutex<HttpStats>,
     dcgm: Mutex<DcgmState>,
@@ -56,6 +58,7 @@ impl Replica {
         engine: EngineHandle,
         clock: Clock,
         load_time: f64,
+        access: Option<Arc<AccessLog>>,
     ) -> Self {
         let created_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -67,6 +70,7 @@ impl Replica {
             clock,
             load_time,
             created_unix,
+            access,
             keys: AtomicU64::new(0),
             http: Mutex::new(HttpStats::default()),
             dcgm: Mutex::new(DcgmState::default()),
@@ -212,6 +216,11 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
         };
     }
     let started = Instant::now();
+    let arrival_unix_s = r.access.as_ref().map(|_| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    });
     let req_bytes = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -269,6 +278,16 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
                 seconds,
             );
         }
+    }
+    if let (Some(log), Some(arrival_unix_s)) = (&r.access, arrival_unix_s) {
+        log.log(&Entry {
+            arrival_unix_s,
+            replica: r.index,
+            method: method.as_str(),
+            path: &path,
+            status: resp.status().as_u16(),
+            ready_s: started.elapsed().as_secs_f64(),
+        });
     }
     resp
 }

@@ -178,6 +178,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     cfg.show_deprecated_metrics = a.show_deprecated_metrics;
     cfg.max_body_bytes = a.max_body;
     cfg.hostname = a.hostname.clone();
+    cfg.access_log = a.access_log.clone();
     Ok(cfg)
 }
 
@@ -362,9 +363,16 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
         }
         head.push_str("  stop with Ctrl-C\n");
         emit(&head)?;
-        sim.serve(listeners, shutdown_signal()).await;
+        let access = sim.serve(listeners, shutdown_signal()).await;
         eprintln!("inferscale sim: stopped");
-        Ok(ExitCode::SUCCESS)
+        match access {
+            None => Ok(ExitCode::SUCCESS),
+            Some(Ok(line)) => {
+                eprintln!("inferscale sim: {line}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Some(Err(e)) => Err(anyhow!("{e}")),
+        }
     })
 }
 
