@@ -22,9 +22,17 @@ pub(crate) fn args(
     max_tokens: u32,
     dir: &Path,
 ) -> Result<(), String> {
+    // GuideLLM does not loop over a dataset (the run ends when it runs out) and queues up to
+    // ~5000 requests ahead, so the file holds one line per scheduled request and then some.
     let data = dir.join("prompts.jsonl");
     let line = serde_json::to_string(&json!({ "prompt": prompt })).map_err(|e| e.to_string())?;
-    std::fs::write(&data, format!("{line}\n")).map_err(|e| e.to_string())?;
+    let n = (rate * secs).ceil() as usize + 6000;
+    let mut text = String::with_capacity((line.len() + 1) * n);
+    for _ in 0..n {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    std::fs::write(&data, text).map_err(|e| e.to_string())?;
     let (stream, tokens) = match stream {
         Some(n) => ("true", n),
         None => ("false", max_tokens),

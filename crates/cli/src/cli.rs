@@ -309,6 +309,16 @@ pub(crate) struct LoadArgs {
     /// Offered rates of the steps, req/s.
     #[arg(long, value_name = "R,R,...", value_delimiter = ',')]
     pub(crate) rates: Option<Vec<f64>>,
+    /// Closed-loop steps instead of rates: this many requests in flight at all times, each
+    /// sent as soon as one ends (what `vllm bench serve --max-concurrency` and GuideLLM's
+    /// concurrent profile do).
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        conflicts_with = "rates"
+    )]
+    pub(crate) concurrency: Option<Vec<u32>>,
     /// How long each step sends.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) step: Option<Duration>,

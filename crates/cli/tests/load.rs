@@ -176,6 +176,73 @@ fn plan_files_in_yaml_and_toml() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["plan"]["requests"]["api"], "chat");
     assert_eq!(v["steps"][0]["requests"]["ok"], 15);
+    // Closed-loop steps, from a flag and from a plan's stages.
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--concurrency",
+        "2,4",
+        "--step",
+        "1s",
+        "--rest",
+        "0.2s",
+        "--max-tokens",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["steps"][1]["concurrency"], 4);
+    assert!(v["steps"][1]["requests"]["ok"].as_u64().unwrap() > 4);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("c=4"));
+    std::fs::write(
+        &yaml,
+        format!(
+            "url: {}
+stages:
+  - {{concurrency: 3, duration: 1s}}
+",
+            s.url
+        ),
+    )
+    .unwrap();
+    let o = run(&[
+        "load",
+        "--plan",
+        yaml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["plan"]["stages"][0]["concurrency"], 3);
+    // A stage must say which it is.
+    std::fs::write(
+        &yaml,
+        format!(
+            "url: {}
+stages:
+  - {{rate: 2, concurrency: 3, duration: 1s}}
+",
+            s.url
+        ),
+    )
+    .unwrap();
+    let o = run(&[
+        "load",
+        "--plan",
+        yaml.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("either `rate` or `concurrency`"),
+        "{}",
+        stderr(&o)
+    );
     // A typo in a plan is named.
     std::fs::write(&toml, "url = \"http://x\"\nrtaes = [1]\n").unwrap();
     let o = run(&["load", "--plan", toml.to_str().unwrap()]);

@@ -280,6 +280,7 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
         index: input.index,
         target_rps: input.stage.rate,
         target_end_rps: input.stage.end_rate.filter(|e| *e != input.stage.rate),
+        concurrency: input.stage.concurrency,
         start_s: w.start * k,
         duration_s: dur_wall * k,
         sent_rps: sent / dur_wall / k,

@@ -144,6 +144,9 @@ pub struct StepReport {
     /// For a ramp, the offered rate at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_end_rps: Option<f64>,
+    /// A closed-loop step's concurrency (its `target_rps` is then 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
     /// Start, seconds from the run start.
     pub start_s: f64,
     /// Length of the sending window.

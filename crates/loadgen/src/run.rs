@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use inferscale_catalog::Signal;
 use tokio::sync::{mpsc, watch};
 
 use crate::prompt::{Prepared, RequestSpec, prepare};
-use crate::record::{Record, StepInput, latencies, requests, step_report, timeline};
+use crate::record::{Hdr, Record, StepInput, step_report, timeline};
 use crate::report::{PlanReport, RUN_VERSION, RunReport, StepReport, TargetReport};
 use crate::sampler::{Sample, Sampler};
 use crate::schedule::{Arrival, Planned, Stage, StageWindow, plan};
@@ -27,6 +28,9 @@ use crate::transport::{Client, ClientConfig, Outcome};
 /// How long before a step starts its lower-bound scrape is taken (a real server's `/metrics`
 /// takes milliseconds to tens of milliseconds to answer).
 const BOUND_LEAD: Duration = Duration::from_millis(100);
+
+/// Bodies prepared for closed-loop stages (cycled).
+const CLOSED_POOL: usize = 4096;
 
 /// Everything a load run needs.
 #[derive(Debug, Clone)]
@@ -62,6 +66,8 @@ pub enum Progress {
         index: usize,
         /// Offered rate.
         target_rps: f64,
+        /// A closed-loop step's concurrency.
+        concurrency: Option<u32>,
         /// Steps in the plan.
         of: usize,
     },
@@ -124,7 +130,102 @@ type Bounds = (Option<Sample>, Option<Sample>);
 enum Dispatch {
     Send(usize, Instant),
     Dropped(usize, Instant),
+    /// A closed-loop request of this stage ended in its window: send the next one now.
+    Next(usize),
     Done,
+}
+
+/// Every request's record, per stage (a step's report locks only its own).
+type Records = Arc<Vec<Mutex<Vec<Record>>>>;
+
+/// A stage's outcomes so far, kept incrementally so that progress never rescans records.
+#[derive(Default)]
+struct Live {
+    ok: u64,
+    failed: u64,
+    dropped: u64,
+    e2e: Hdr,
+}
+
+/// What every request task shares.
+struct Shared {
+    client: Arc<Client>,
+    records: Records,
+    in_flight: Arc<AtomicUsize>,
+    done: Arc<Vec<AtomicU64>>,
+    /// Closed-loop requests in flight or about to be replaced, per stage.
+    open: Vec<AtomicU64>,
+    /// `Next` messages sent and not yet handled.
+    pending: AtomicU64,
+    again: mpsc::UnboundedSender<Dispatch>,
+    /// Running counts per stage for the progress display (cheap to read while loading).
+    live: Vec<Mutex<Live>>,
+    stop: Arc<AtomicBool>,
+    /// Ends of the stages' sending windows.
+    ends: Vec<Instant>,
+    t0: Instant,
+    path: &'static str,
+    stream: bool,
+}
+
+impl Shared {
+    /// Sends request `index` of `stage` (intended at `due`); a closed-loop one asks for its
+    /// successor when it ends inside its stage's window.
+    fn spawn(
+        self: &Arc<Self>,
+        tasks: &mut tokio::task::JoinSet<()>,
+        index: u64,
+        stage: usize,
+        body: Bytes,
+        due: Instant,
+        closed: bool,
+    ) {
+        let sh = Arc::clone(self);
+        tasks.spawn(async move {
+            let ex = sh.client.send(sh.path, body, due, sh.stream).await;
+            let rel = |t: Instant| t.saturating_duration_since(sh.t0).as_secs_f64();
+            let rec = Record {
+                index,
+                step: stage,
+                intended_s: rel(due),
+                sent_s: ex.sent.map(rel),
+                events_s: ex.token_events.iter().map(|t| rel(*t)).collect(),
+                end_s: Some(rel(ex.end)),
+                outcome: ex.outcome,
+                output_tokens: ex.output_tokens,
+                prompt_tokens: ex.prompt_tokens,
+                token_source: ex.token_source,
+                error: ex.error,
+            };
+            if let Ok(mut l) = sh.live[stage].lock() {
+                match (rec.outcome, rec.e2e()) {
+                    (Outcome::Ok, Some(e2e)) => {
+                        l.ok += 1;
+                        l.e2e.record(e2e);
+                    }
+                    (Outcome::Ok, None) => l.ok += 1,
+                    _ => l.failed += 1,
+                }
+            }
+            if let Ok(mut r) = sh.records[stage].lock() {
+                r.push(rec);
+            }
+            sh.in_flight.fetch_sub(1, Ordering::AcqRel);
+            sh.done[stage].fetch_add(1, Ordering::AcqRel);
+            if closed {
+                let again = Instant::now() < sh.ends[stage] && !sh.stop.load(Ordering::Relaxed);
+                if again {
+                    sh.pending.fetch_add(1, Ordering::AcqRel);
+                    if sh.again.send(Dispatch::Next(stage)).is_err() {
+                        sh.pending.fetch_sub(1, Ordering::AcqRel);
+                        sh.open[stage].fetch_sub(1, Ordering::AcqRel);
+                    }
+                } else {
+                    sh.open[stage].fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+        });
+    }
 }
 
 /// Process CPU seconds (user + system) so far.
@@ -222,6 +323,20 @@ pub async fn run(
     let bodies: Arc<Vec<Prepared>> = Arc::new(
         prepare(&cfg.requests, planned.len(), cfg.seed, dataset.as_deref()).map_err(LoadError)?,
     );
+    // Closed-loop stages send as many requests as the server answers; they cycle through a
+    // pool of bodies prepared ahead.
+    let extra: Arc<Vec<Prepared>> =
+        Arc::new(if cfg.stages.iter().any(|s| s.concurrency.is_some()) {
+            prepare(
+                &cfg.requests,
+                CLOSED_POOL,
+                cfg.seed ^ 0xC105_ED00,
+                dataset.as_deref(),
+            )
+            .map_err(LoadError)?
+        } else {
+            Vec::new()
+        });
     let windows: Vec<StageWindow> = windows_sim
         .iter()
         .map(|w| StageWindow {
@@ -246,6 +361,7 @@ pub async fn run(
     let in_flight = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let again_tx = tx.clone();
     let schedule: Vec<(f64, usize)> = planned
         .iter()
         .enumerate()
@@ -274,10 +390,31 @@ pub async fn run(
     for p in &planned {
         planned_per_stage[p.stage] += 1;
     }
-    let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::with_capacity(planned.len())));
+    let records: Records = Arc::new(
+        planned_per_stage
+            .iter()
+            .map(|n| Mutex::new(Vec::with_capacity(*n as usize)))
+            .collect(),
+    );
     let sent_count = Arc::new(AtomicU64::new(0));
-    let path = cfg.requests.api.path();
-    let stream = cfg.requests.stream;
+    let shared = Arc::new(Shared {
+        client: Arc::clone(&client),
+        records: Arc::clone(&records),
+        in_flight: Arc::clone(&in_flight),
+        done: Arc::clone(&done_per_stage),
+        open: (0..n_stages).map(|_| AtomicU64::new(0)).collect(),
+        pending: AtomicU64::new(0),
+        again: again_tx,
+        live: (0..n_stages).map(|_| Mutex::new(Live::default())).collect(),
+        stop: Arc::clone(&stop),
+        ends: windows
+            .iter()
+            .map(|w| t0 + Duration::from_secs_f64(w.end))
+            .collect(),
+        t0,
+        path: cfg.requests.api.path(),
+        stream: cfg.requests.stream,
+    });
 
     // Step boundaries: scrape before each step and after its requests are done.
     let mut initial_bounds: Vec<Bounds> = vec![(None, None); n_stages];
@@ -288,6 +425,7 @@ pub async fn run(
     let cpu_marks: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(cpu0, cpu0); n_stages]));
     let (prog_tx, mut prog_rx) = mpsc::unbounded_channel::<Progress>();
     let stage_task = {
+        let shared = Arc::clone(&shared);
         let (sampler, bounds, done, windows, records, cpu_marks, prog_tx, stop) = (
             sampler.clone(),
             Arc::clone(&bounds),
@@ -321,6 +459,7 @@ pub async fn run(
                 let _ = prog_tx.send(Progress::StepStarted {
                     index: i,
                     target_rps: stages[i].rate,
+                    concurrency: stages[i].concurrency,
                     of: stages.len(),
                 });
                 tokio::time::sleep_until((t0 + Duration::from_secs_f64(w.end)).into()).await;
@@ -332,7 +471,8 @@ pub async fn run(
                 } else {
                     t0 + Duration::from_secs_f64(w.rest_end.max(w.end))
                 };
-                while done[i].load(Ordering::Acquire) < planned_per_stage[i]
+                while (done[i].load(Ordering::Acquire) < planned_per_stage[i]
+                    || shared.open[i].load(Ordering::Acquire) > 0)
                     && Instant::now() < rest_end
                     && !stop.load(Ordering::Relaxed)
                 {
@@ -347,34 +487,39 @@ pub async fn run(
                 if let Ok(mut c) = cpu_marks.lock() {
                     c[i].1 = process_cpu_s();
                 }
-                let recs: Vec<Record> = records
-                    .lock()
-                    .map(|r| r.iter().filter(|x| x.step == i).cloned().collect())
-                    .unwrap_or_default();
+                let recs: Vec<Record> = records[i].lock().map(|r| r.clone()).unwrap_or_default();
                 let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
                 let (b, cpu) = (
                     bounds.lock().map(|v| v[i].clone()).unwrap_or((None, None)),
                     cpu_marks.lock().map(|c| c[i].1 - c[i].0).unwrap_or(0.0),
                 );
-                let report = step_report(StepInput {
-                    index: i,
-                    stage: &stages[i],
-                    window: *w,
-                    records: recs.iter().collect(),
-                    samples: &samples,
-                    bounds: (b.0.as_ref(), b.1.as_ref()),
-                    cpu_s: cpu,
-                    speedup: k,
-                });
-                let _ = prog_tx.send(Progress::StepEnded(Box::new(report)));
+                let (stage, w) = (stages[i], *w);
+                // Off the runtime: a big step's report takes a while, and requests of the
+                // next step are being sent meanwhile.
+                let report = tokio::task::spawn_blocking(move || {
+                    step_report(StepInput {
+                        index: i,
+                        stage: &stage,
+                        window: w,
+                        records: recs.iter().collect(),
+                        samples: &samples,
+                        bounds: (b.0.as_ref(), b.1.as_ref()),
+                        cpu_s: cpu,
+                        speedup: k,
+                    })
+                })
+                .await;
+                if let Ok(report) = report {
+                    let _ = prog_tx.send(Progress::StepEnded(Box::new(report)));
+                }
             }
         })
     };
 
     // Progress ticks.
     let tick_task = {
-        let (records, in_flight, sampler, prog_tx, windows, sent_count) = (
-            Arc::clone(&records),
+        let shared = Arc::clone(&shared);
+        let (in_flight, sampler, prog_tx, windows, sent_count) = (
             Arc::clone(&in_flight),
             sampler.clone(),
             prog_tx.clone(),
@@ -401,14 +546,12 @@ pub async fn run(
                     ..Tick::default()
                 };
                 last_sent = sent_now;
-                if let (Some(i), Ok(r)) = (step, records.lock()) {
-                    let rs: Vec<&Record> = r.iter().filter(|x| x.step == i).collect();
-                    let q = requests(rs.iter().copied());
-                    t.ok = q.ok;
-                    t.failed = q.failed.total;
-                    t.dropped = q.dropped;
-                    t.sent = q.ok + q.failed.total + t.in_flight;
-                    t.e2e_p95_s = latencies(rs.iter().copied(), k).e2e.p95;
+                if let Some(l) = step.and_then(|i| shared.live[i].lock().ok()) {
+                    t.ok = l.ok;
+                    t.failed = l.failed;
+                    t.dropped = l.dropped;
+                    t.sent = l.ok + l.failed + t.in_flight;
+                    t.e2e_p95_s = l.e2e.quantile(0.95).map(|x| x * k);
                 }
                 if prog_tx.send(Progress::Tick(t)).is_err() {
                     break;
@@ -423,10 +566,13 @@ pub async fn run(
     let mut interrupted = false;
     let mut dispatch_done = false;
     let mut stopped_at: Option<Instant> = None;
-    let mut sent_indices = Vec::new();
+    // (index, stage, intended wall seconds) of every request sent.
+    let mut sent: Vec<(u64, usize, f64)> = Vec::new();
+    let mut next_index = planned.len() as u64;
     tokio::pin!(interrupt);
     loop {
-        if dispatch_done && tasks.is_empty() {
+        let pending = shared.pending.load(Ordering::Acquire);
+        if dispatch_done && tasks.is_empty() && pending == 0 {
             break;
         }
         tokio::select! {
@@ -437,38 +583,34 @@ pub async fn run(
                 stopped_at = Some(Instant::now());
             }
             Some(p) = prog_rx.recv() => progress(p),
-            d = rx.recv(), if !dispatch_done => match d {
+            d = rx.recv(), if !dispatch_done || pending > 0 => match d {
                 Some(Dispatch::Send(i, due)) => {
                     sent_count.fetch_add(1, Ordering::Relaxed);
-                    sent_indices.push(i);
-                    let (client, bodies, records, in_flight, done, stage_of) =
-                        (Arc::clone(&client), Arc::clone(&bodies), Arc::clone(&records), Arc::clone(&in_flight), Arc::clone(&done_per_stage), Arc::clone(&stage_of));
-                    tasks.spawn(async move {
-                        let ex = client.send(path, bodies[i].body.clone(), due, stream).await;
-                        let rel = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
-                        let rec = Record {
-                            index: i as u64,
-                            step: stage_of[i],
-                            intended_s: rel(due),
-                            sent_s: ex.sent.map(rel),
-                            events_s: ex.token_events.iter().map(|t| rel(*t)).collect(),
-                            end_s: Some(rel(ex.end)),
-                            outcome: ex.outcome,
-                            output_tokens: ex.output_tokens,
-                            prompt_tokens: ex.prompt_tokens,
-                            token_source: ex.token_source,
-                            error: ex.error,
-                        };
-                        if let Ok(mut r) = records.lock() {
-                            r.push(rec);
-                        }
-                        in_flight.fetch_sub(1, Ordering::AcqRel);
-                        done[stage_of[i]].fetch_add(1, Ordering::AcqRel);
-                    });
+                    let (stage, closed) = (planned[i].stage, planned[i].closed);
+                    sent.push((i as u64, stage, due.saturating_duration_since(t0).as_secs_f64()));
+                    if closed {
+                        shared.open[stage].fetch_add(1, Ordering::AcqRel);
+                    }
+                    shared.spawn(&mut tasks, i as u64, stage, bodies[i].body.clone(), due, closed);
+                }
+                Some(Dispatch::Next(stage)) => {
+                    shared.pending.fetch_sub(1, Ordering::AcqRel);
+                    if stop.load(Ordering::Relaxed) || extra.is_empty() {
+                        shared.open[stage].fetch_sub(1, Ordering::AcqRel);
+                    } else {
+                        let index = next_index;
+                        next_index += 1;
+                        let body = extra[(index as usize - planned.len()) % extra.len()].body.clone();
+                        let due = Instant::now();
+                        in_flight.fetch_add(1, Ordering::AcqRel);
+                        sent_count.fetch_add(1, Ordering::Relaxed);
+                        sent.push((index, stage, due.saturating_duration_since(t0).as_secs_f64()));
+                        shared.spawn(&mut tasks, index, stage, body, due, true);
+                    }
                 }
                 Some(Dispatch::Dropped(i, due)) => {
                     let t = due.saturating_duration_since(t0).as_secs_f64();
-                    if let Ok(mut r) = records.lock() {
+                    if let Ok(mut r) = records[stage_of[i]].lock() {
                         r.push(Record {
                             index: i as u64,
                             step: stage_of[i],
@@ -482,6 +624,9 @@ pub async fn run(
                             token_source: None,
                             error: Some(format!("{} requests were already in flight", cfg.max_in_flight)),
                         });
+                    }
+                    if let Ok(mut l) = shared.live[stage_of[i]].lock() {
+                        l.dropped += 1;
                     }
                     done_per_stage[stage_of[i]].fetch_add(1, Ordering::AcqRel);
                 }
@@ -500,16 +645,21 @@ pub async fn run(
     // Requests cut off by the interruption end as timeouts.
     let end_wall = t0.elapsed().as_secs_f64();
     {
-        let mut r = records
-            .lock()
-            .map_err(|_| LoadError("a request task panicked".into()))?;
-        let have: std::collections::HashSet<u64> = r.iter().map(|x| x.index).collect();
-        for &i in &sent_indices {
-            if !have.contains(&(i as u64)) {
+        let mut have = std::collections::HashSet::new();
+        for r in records.iter() {
+            let r = r
+                .lock()
+                .map_err(|_| LoadError("a request task panicked".into()))?;
+            have.extend(r.iter().map(|x| x.index));
+        }
+        for &(i, stage, intended_s) in &sent {
+            if !have.contains(&i)
+                && let Ok(mut r) = records[stage].lock()
+            {
                 r.push(Record {
-                    index: i as u64,
-                    step: stage_of[i],
-                    intended_s: planned[i].at / k,
+                    index: i,
+                    step: stage,
+                    intended_s,
                     sent_s: None,
                     events_s: Vec::new(),
                     end_s: Some(end_wall),
@@ -521,7 +671,6 @@ pub async fn run(
                 });
             }
         }
-        r.sort_by_key(|x| x.index);
     }
     if !interrupted {
         let _ = stage_task.await;
@@ -536,7 +685,11 @@ pub async fn run(
     if let Some(t) = sampler_task {
         let _ = t.await;
     }
-    let records = records.lock().map(|r| r.clone()).unwrap_or_default();
+    let mut records: Vec<Record> = records
+        .iter()
+        .flat_map(|r| r.lock().map(|r| r.clone()).unwrap_or_default())
+        .collect();
+    records.sort_by_key(|x| x.index);
     let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
     let bounds = bounds.lock().map(|b| b.clone()).unwrap_or_default();
     let cpu_marks = cpu_marks.lock().map(|c| c.clone()).unwrap_or_default();

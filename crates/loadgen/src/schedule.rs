@@ -3,8 +3,9 @@
 //!
 //! Open-loop schedules fix every request's *intended* send time in advance; the load
 //! generator measures latency from that time, so a slow server (or a slow client) cannot hide
-//! its queueing (no coordinated omission). Closed-loop concurrency and the sequential warm-up
-//! depend on completions and are run by the driver instead.
+//! its queueing (no coordinated omission). A closed-loop stage plans only its first
+//! `concurrency` requests, at its start; each next one depends on a completion and is sent by
+//! the driver (the sequential warm-up is a closed loop of one).
 
 use inferscale_engine::Rng;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,10 @@ pub struct Stage {
     /// Seconds of pause after the stage (its requests finish meanwhile).
     #[serde(default)]
     pub rest_s: f64,
+    /// Closed loop instead: this many requests in flight at all times, each sent as soon as
+    /// one ends (`rate` is then 0 and ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
 }
 
 impl Stage {
@@ -49,12 +54,27 @@ impl Stage {
             end_rate: None,
             duration_s,
             rest_s,
+            concurrency: None,
         }
     }
 
-    /// Expected requests in the stage.
+    /// A closed-loop stage: `concurrency` requests in flight throughout.
+    pub fn closed(concurrency: u32, duration_s: f64, rest_s: f64) -> Self {
+        Stage {
+            rate: 0.0,
+            end_rate: None,
+            duration_s,
+            rest_s,
+            concurrency: Some(concurrency),
+        }
+    }
+
+    /// Expected requests in the stage (for a closed-loop stage, the ones it starts with).
     pub fn expected_requests(&self) -> f64 {
-        (self.rate + self.end_rate.unwrap_or(self.rate)) / 2.0 * self.duration_s
+        match self.concurrency {
+            Some(c) => f64::from(c),
+            None => (self.rate + self.end_rate.unwrap_or(self.rate)) / 2.0 * self.duration_s,
+        }
     }
 }
 
@@ -65,6 +85,8 @@ pub struct Planned {
     pub at: f64,
     /// The stage it belongs to.
     pub stage: usize,
+    /// One of a closed-loop stage's initial requests: when it ends, the next is sent at once.
+    pub closed: bool,
 }
 
 /// Where a stage sits on the run's timeline.
@@ -139,6 +161,26 @@ pub fn plan(
                 i + 1
             )));
         }
+        if let Some(c) = s.concurrency {
+            if !(1..=100_000).contains(&c) {
+                return Err(ScheduleError(format!(
+                    "stage {}: the concurrency must be between 1 and 100000, not {c}",
+                    i + 1
+                )));
+            }
+            out.extend((0..c).map(|_| Planned {
+                at: t0,
+                stage: i,
+                closed: true,
+            }));
+            windows.push(StageWindow {
+                start: t0,
+                end: t0 + s.duration_s,
+                rest_end: t0 + s.duration_s + s.rest_s,
+            });
+            t0 += s.duration_s + s.rest_s;
+            continue;
+        }
         if s.expected_requests() > 50_000_000.0 {
             return Err(ScheduleError(format!(
                 "stage {}: {:.0} requests is more than one run should send",
@@ -159,6 +201,7 @@ pub fn plan(
             out.push(Planned {
                 at: t0 + t,
                 stage: i,
+                closed: false,
             });
             u += match arrival {
                 Arrival::Constant => 1.0,
@@ -253,6 +296,20 @@ mod tests {
     }
 
     #[test]
+    fn closed_stages_plan_their_first_wave_only() {
+        let (r, w) = plan(
+            &[Stage::constant(2.0, 1.0, 1.0), Stage::closed(3, 5.0, 0.0)],
+            Arrival::Constant,
+            0,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 5);
+        assert!(r[2..].iter().all(|p| p.closed && p.at == 2.0 && p.stage == 1));
+        assert_eq!(w[1].end, 7.0);
+        assert!(plan(&[Stage::closed(0, 1.0, 0.0)], Arrival::Constant, 0).is_err());
+    }
+
+    #[test]
     fn ramps_are_linear() {
         let (r, _) = plan(
             &[Stage {
@@ -260,6 +317,7 @@ mod tests {
                 end_rate: Some(100.0),
                 duration_s: 10.0,
                 rest_s: 0.0,
+                concurrency: None,
             }],
             Arrival::Constant,
             0,

@@ -187,3 +187,73 @@ async fn the_in_flight_cap_drops_and_counts_like_k6_max_vus() {
     let st = &out.report.steps[0];
     assert!(st.client.client_limited, "{:?}", st.client);
 }
+
+/// Closed loop: exactly `concurrency` requests in flight, each sent when one ends, so the
+/// throughput follows Little's law and the server sees that many running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_keeps_its_concurrency() {
+    let sim = start(eks(20.0)).await;
+    let lc = load(
+        sim.api,
+        vec![Stage::closed(1, 20.0, 5.0), Stage::closed(8, 20.0, 0.0)],
+        20.0,
+        true,
+    );
+    let out = inferscale_loadgen::run(lc, None, |_| {}, std::future::pending())
+        .await
+        .unwrap();
+    for (step, c) in out.report.steps.iter().zip([1u32, 8]) {
+        assert_eq!(step.concurrency, Some(c));
+        let q = &step.requests;
+        assert_eq!(q.scheduled, q.ok, "step {}: {q:?}", step.index);
+        assert!(
+            q.ok > u64::from(c),
+            "step {} sent more than its first wave",
+            step.index
+        );
+        // Little's law: throughput = concurrency / mean latency, over the span the step's
+        // requests covered (wall seconds x 20 = simulated).
+        let mine: Vec<_> = out
+            .records
+            .iter()
+            .filter(|r| r.step == step.index)
+            .collect();
+        let first = mine
+            .iter()
+            .filter_map(|r| r.sent_s)
+            .fold(f64::MAX, f64::min);
+        let last = mine.iter().filter_map(|r| r.end_s).fold(0.0, f64::max);
+        let thr = q.ok as f64 / ((last - first) * 20.0);
+        let little = f64::from(c) / step.latency_s.e2e.mean.unwrap();
+        assert!(
+            (thr / little - 1.0).abs() < 0.10,
+            "step {}: {thr:.2} req/s vs Little {little:.2}",
+            step.index
+        );
+        let running = step.server.as_ref().unwrap().running.max.unwrap();
+        assert!(
+            running <= f64::from(c),
+            "step {}: {running} running",
+            step.index
+        );
+        // No schedule to lag behind: each request goes when its predecessor ends.
+        assert!(step.client.lag_p99_s.unwrap() < 0.005);
+    }
+    // Never more than 8 in flight at once, seen from the client's own records.
+    let mut edges: Vec<(f64, i32)> = out
+        .records
+        .iter()
+        .filter_map(|r| Some([(r.sent_s?, 1), (r.end_s?, -1)]))
+        .flatten()
+        .collect();
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let peak = edges
+        .iter()
+        .scan(0, |n, (_, d)| {
+            *n += d;
+            Some(*n)
+        })
+        .max()
+        .unwrap();
+    assert_eq!(peak, 8);
+}

@@ -64,7 +64,10 @@ impl LengthValue {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StageFile {
-    rate: f64,
+    #[serde(default)]
+    rate: Option<f64>,
+    #[serde(default)]
+    concurrency: Option<u32>,
     #[serde(default)]
     end_rate: Option<f64>,
     duration: DurationValue,
@@ -79,6 +82,7 @@ pub(crate) struct PlanFile {
     url: Option<String>,
     model: Option<String>,
     rates: Option<Vec<f64>>,
+    concurrency: Option<Vec<u32>>,
     step: Option<DurationValue>,
     rest: Option<DurationValue>,
     stages: Option<Vec<StageFile>>,
@@ -244,7 +248,34 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         (None, Some(s)) => s.get("rest")?,
         (None, None) => Duration::from_secs(30),
     };
+    // Steps given as concurrency levels (closed loop), from the flag or the plan.
+    let concurrency = match (&a.concurrency, &a.rates) {
+        (Some(c), _) => Some(c.clone()),
+        (None, Some(_)) => None,
+        (None, None) if p.stages.is_none() && p.rates.is_none() => p.concurrency.clone(),
+        (None, None) => None,
+    };
+    if p.rates.is_some() && p.concurrency.is_some() {
+        bail!("the plan gives both `rates` and `concurrency`; keep one");
+    }
     let stages: Vec<Stage> = match (&a.rates, &p.stages, &p.rates) {
+        _ if concurrency.is_some() => {
+            let c = concurrency.unwrap_or_default();
+            if c.is_empty() {
+                bail!("--concurrency needs at least one level");
+            }
+            let n = c.len();
+            c.iter()
+                .enumerate()
+                .map(|(i, level)| {
+                    Stage::closed(
+                        *level,
+                        step.as_secs_f64(),
+                        if i + 1 < n { rest.as_secs_f64() } else { 0.0 },
+                    )
+                })
+                .collect()
+        }
         (Some(r), _, _) | (None, None, Some(r)) => {
             if r.is_empty() {
                 bail!("--rates needs at least one rate");
@@ -265,8 +296,14 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                let (rate, concurrency) = match (s.rate, s.concurrency) {
+                    (Some(r), None) => (r, None),
+                    (None, Some(c)) => (0.0, Some(c)),
+                    _ => bail!("stages[{i}]: give either `rate` or `concurrency`"),
+                };
                 Ok(Stage {
-                    rate: s.rate,
+                    rate,
+                    concurrency,
                     end_rate: s.end_rate,
                     duration_s: s
                         .duration
@@ -301,7 +338,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         }
     };
     for (i, s) in stages.iter().enumerate() {
-        if !(s.rate.is_finite() && s.rate > 0.0) {
+        if s.concurrency.is_none() && !(s.rate.is_finite() && s.rate > 0.0) {
             bail!(
                 "step {}: the rate must be a positive number of requests per second, not {}",
                 i + 1,
@@ -458,7 +495,10 @@ fn row(st: &StepReport) -> String {
     let srv = st.server.as_ref();
     format!(
         "{:>5} {:>8.2} {:>8.2} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}{}\n",
-        format!("{}", st.target_rps),
+        match st.concurrency {
+            Some(c) => format!("c={c}"),
+            None => format!("{}", st.target_rps),
+        },
         st.sent_rps,
         st.achieved_rps,
         st.requests.ok,
@@ -491,13 +531,17 @@ fn progress_printer(tty: bool, quiet: bool) -> impl FnMut(Progress) + Send {
             Progress::StepStarted {
                 index,
                 target_rps,
+                concurrency,
                 of,
             } => {
                 if tty && last_len > 0 {
                     eprint!("\r{:width$}\r", "", width = last_len);
                     last_len = 0;
                 }
-                eprintln!("step {}/{of}: {target_rps} req/s", index + 1);
+                match concurrency {
+                    Some(c) => eprintln!("step {}/{of}: {c} in flight (closed loop)", index + 1),
+                    None => eprintln!("step {}/{of}: {target_rps} req/s", index + 1),
+                }
             }
             Progress::Tick(t) if tty => {
                 let Some(step) = t.step else { return };
