@@ -304,7 +304,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.len(), 5);
-        assert!(r[2..].iter().all(|p| p.closed && p.at == 2.0 && p.stage == 1));
+        assert!(
+            r[2..]
+                .iter()
+                .all(|p| p.closed && p.at == 2.0 && p.stage == 1)
+        );
         assert_eq!(w[1].end, 7.0);
         assert!(plan(&[Stage::closed(0, 1.0, 0.0)], Arrival::Constant, 0).is_err());
     }

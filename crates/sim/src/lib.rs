@@ -161,6 +161,20 @@ impl Sim {
     }
 }
 
+/// Binds a listener the way uvicorn (vLLM's HTTP server) does: address reuse and a backlog
+/// of 2048 pending connections, so that a burst of new connections from a load generator
+/// waits in the queue instead of having its SYNs dropped (and retried a second later).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(2048)
+}
+
 /// Why a simulator could not start.
 #[derive(Debug)]
 pub enum SimError {

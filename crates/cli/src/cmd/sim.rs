@@ -9,7 +9,6 @@ use inferscale_engine::hardware::{GpuSpec, builtin_gpus, find_gpu};
 use inferscale_engine::model::{ModelSpec, WeightDtype, builtin_models, find_model};
 use inferscale_engine::{EngineConfig, PROFILES, profile};
 use inferscale_sim::{Faults, Sim, SimConfig};
-use tokio::net::TcpListener;
 
 use crate::cli::SimArgs;
 use crate::output::emit;
@@ -319,17 +318,14 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
                 a
             };
             let a = at(api);
-            let l = TcpListener::bind(a)
-                .await
-                .with_context(|| format!("cannot listen on {a}"))?;
+            let l = inferscale_sim::listen(a).with_context(|| format!("cannot listen on {a}"))?;
             let a = l.local_addr()?;
             let d = match dcgm {
                 None => None,
                 Some(base) => {
                     let da = at(base);
                     Some(
-                        TcpListener::bind(da)
-                            .await
+                        inferscale_sim::listen(da)
                             .with_context(|| format!("cannot listen on {da} (DCGM)"))?,
                     )
                 }
