@@ -29,6 +29,10 @@ use crate::transport::{Client, ClientConfig, Outcome};
 /// takes milliseconds to tens of milliseconds to answer).
 const BOUND_LEAD: Duration = Duration::from_millis(100);
 
+/// Connections opened before a run starts (with reuse), at least and at most.
+const PRECONNECT_MIN: usize = 4;
+const PRECONNECT_MAX: usize = 64;
+
 /// Bodies prepared for closed-loop stages (cycled).
 const CLOSED_POOL: usize = 4096;
 
@@ -355,6 +359,17 @@ pub async fn run(
         Some(s) => s.scrape(Instant::now()).await.ok(),
         None => None,
     };
+    // Open connections ahead: about what the first second's requests keep in flight at a
+    // millisecond each, a few at least, never past the in-flight cap.
+    let first_rate = cfg.stages.first().map_or(1.0, |s| match s.concurrency {
+        Some(c) => f64::from(c) * 1000.0,
+        None => s.rate / k,
+    });
+    let warm = ((first_rate / 1000.0).ceil() as usize)
+        .max(PRECONNECT_MIN)
+        .min(cfg.max_in_flight)
+        .min(PRECONNECT_MAX);
+    client.preconnect(warm).await;
     let t0 = Instant::now() + Duration::from_millis(100);
     let cpu0 = process_cpu_s();
 

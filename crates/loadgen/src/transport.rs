@@ -203,6 +203,31 @@ impl Client {
         Ok(Conn { sender, driver })
     }
 
+    /// Opens up to `n` connections ahead of a run (with connection reuse), so that the first
+    /// requests do not pay the handshake and a server is not hit by a burst of connects at the
+    /// start. Returns how many are ready; failures are left for the requests to report.
+    pub async fn preconnect(&self, n: usize) -> usize {
+        if !self.cfg.reuse {
+            return 0;
+        }
+        let mut set = tokio::task::JoinSet::new();
+        let cfg = self.cfg.clone();
+        for _ in 0..n {
+            let c = Client::new(cfg.clone());
+            set.spawn(async move { c.connect().await });
+        }
+        let mut ready = 0;
+        while let Some(r) = set.join_next().await {
+            if let Ok(Ok(conn)) = r
+                && let Ok(mut idle) = self.idle.lock()
+            {
+                idle.push(conn);
+                ready += 1;
+            }
+        }
+        ready
+    }
+
     fn take_idle(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
         while let Some(c) = idle.pop() {
