@@ -32,6 +32,103 @@ pub(crate) enum Command {
     Warmup(WarmupArgs),
     /// Load a server step by step at constant arrival rates and write run.json.
     Load(Box<LoadArgs>),
+    /// Find the saturation point and the scaling thresholds in a run.json; write the report.
+    Analyze(AnalyzeArgs),
+    /// The main job: warm-up, stepped load, analysis and report (on the embedded simulator
+    /// unless --url is given).
+    Run(Box<RunArgs>),
+}
+
+/// `inferscale analyze`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Reads a run.json written by `inferscale load` (or `inferscale run`), judges every step
+(did the server keep up with the offered rate; did its queue grow), finds the highest rate
+sustained and the first one not, estimates the capacity, and derives the thresholds: queue
+depth per pod for scale-out, the p95 latency guardrail, the scale-in condition and KEDA's
+activation. The method is in docs/analysis.md.
+
+Writes thresholds.json and report.html (a self-contained page with charts) next to the
+run.json, or into --out.
+
+Examples:
+  inferscale analyze run.json
+  inferscale analyze inferscale-out/run.json --peak-rps 400 --out /tmp/report
+
+Exit codes: 0 done; 1 analysed, but the run was partial (interrupted), client-limited, or gave
+no thresholds; 2 the file is missing, truncated, or of another version.")]
+pub(crate) struct AnalyzeArgs {
+    /// The run.json to analyse.
+    #[arg(value_name = "RUN_JSON")]
+    pub(crate) run: std::path::PathBuf,
+    /// Where to write thresholds.json and report.html (default: the run.json's folder).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<std::path::PathBuf>,
+    /// The peak traffic to plan replicas for, req/s.
+    #[arg(long, value_name = "R")]
+    pub(crate) peak_rps: Option<f64>,
+    /// Print thresholds.json to stdout instead of the summary.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `inferscale run`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+With no --url it starts the embedded simulator (the seeds' deployment: Ministral-3-8B FP8 on
+one L40S, vLLM's V1 scheduler, max_num_seqs 128) on 127.0.0.1 and runs the seeds' whole
+method in simulated time: 100 sequential warm-up requests, then 10, 20, ..., 70 req/s for 60 s
+each with 30 s rests, then the analysis. At the default speed-up of 10 that takes about two
+minutes. The report says the numbers are simulated and at what speed-up.
+
+With --url it does the same against a real server in real time (about 14 minutes for the
+default plan).
+
+Examples:
+  inferscale run                                   # the embedded simulator, ./inferscale-out/
+  inferscale run --url http://vllm.default:8000 --peak-rps 300
+  inferscale run --profile h100-llama-3.1-8b --rates 20,40,80,120,160 --out h100/
+
+Output: run.json, thresholds.json and report.html in --out.
+Exit codes: 0 done; 1 done, but the analysis could not derive thresholds or the run was
+partial; 2 usage error or unreachable server.")]
+pub(crate) struct RunArgs {
+    /// The server's base URL (default: start the embedded simulator).
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: Option<String>,
+    /// The served model (default: the server's first).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// The output folder.
+    #[arg(long, value_name = "DIR", default_value = "inferscale-out")]
+    pub(crate) out: std::path::PathBuf,
+    /// The embedded simulator's profile (see `inferscale sim --list`).
+    #[arg(long, value_name = "NAME", conflicts_with = "url")]
+    pub(crate) profile: Option<String>,
+    /// Simulated seconds per wall second (default: 10 for the embedded simulator, 1 with --url).
+    #[arg(long, value_name = "K")]
+    pub(crate) speedup: Option<f64>,
+    /// Offered rates of the steps, req/s (default: 10,20,...,70).
+    #[arg(long, value_name = "R,R,...", value_delimiter = ',')]
+    pub(crate) rates: Option<Vec<f64>>,
+    /// How long each step sends (default: 60s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) step: Option<Duration>,
+    /// Pause after each step (default: 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) rest: Option<Duration>,
+    /// Sequential warm-up requests first.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub(crate) warmup: u32,
+    /// Do not stream (the seeds' k6 did not; no TTFT then).
+    #[arg(long)]
+    pub(crate) no_stream: bool,
+    /// max_tokens (N or a distribution, as in `inferscale load`).
+    #[arg(long, value_name = "LEN")]
+    pub(crate) max_tokens: Option<String>,
+    /// The peak traffic to plan replicas for, req/s.
+    #[arg(long, value_name = "R")]
+    pub(crate) peak_rps: Option<f64>,
 }
 
 /// The exposition format to assume.
@@ -296,6 +393,7 @@ Examples:
 
 Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server.
 Ctrl-C stops sending, waits --grace for requests in flight, and writes the partial result.")]
+#[derive(Default)]
 pub(crate) struct LoadArgs {
     /// The server's base URL.
     #[arg(long, value_name = "URL")]

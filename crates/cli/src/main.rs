@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         cli::Command::Sim(args) => cmd::sim::run(&args),
         cli::Command::Warmup(args) => cmd::load::run_warmup_cmd(&args),
         cli::Command::Load(args) => cmd::load::run_load(&args),
+        cli::Command::Analyze(args) => cmd::analyze::run(&args),
+        cli::Command::Run(args) => cmd::run::run(&args),
     };
     match result {
         Ok(code) => code,

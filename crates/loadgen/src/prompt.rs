@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use inferscale_engine::Rng;
 use inferscale_openai::{ChatMessage, ChatRequest, CompletionRequest, StreamOptions};
-use serde::{Deserialize, Serialize};
+pub use inferscale_results::plan::{Api, Length, PromptSource, RequestSpec};
 
 /// The seeds' fixed warm-up prompt.
 pub const SEEDS_WARMUP_PROMPT: &str =
@@ -38,135 +38,6 @@ pub fn seeds_prompt(word: &str) -> String {
     )
 }
 
-/// Which endpoint requests go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    /// `POST /v1/completions`.
-    #[default]
-    Completions,
-    /// `POST /v1/chat/completions`.
-    Chat,
-}
-
-impl Api {
-    /// The request path.
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
-        }
-    }
-}
-
-/// A distribution of token counts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Length {
-    /// Always this many.
-    Fixed {
-        /// Tokens.
-        tokens: u32,
-    },
-    /// Uniform between the bounds (inclusive).
-    Uniform {
-        /// Smallest.
-        min: u32,
-        /// Largest.
-        max: u32,
-    },
-    /// Normal, clamped to at least 1.
-    Normal {
-        /// Mean.
-        mean: f64,
-        /// Standard deviation.
-        std: f64,
-    },
-    /// Log-normal with this median and log standard deviation.
-    LogNormal {
-        /// Median.
-        median: f64,
-        /// Standard deviation of the log.
-        sigma: f64,
-    },
-}
-
-impl Length {
-    /// Draws one length (at least 1).
-    pub fn sample(&self, rng: &mut Rng) -> u32 {
-        let v = match *self {
-            Length::Fixed { tokens } => f64::from(tokens),
-            Length::Uniform { min, max } => {
-                f64::from(min) + (rng.next_f64() * f64::from(max.saturating_sub(min) + 1)).floor()
-            }
-            Length::Normal { mean, std } => mean + std * rng.normal(),
-            Length::LogNormal { median, sigma } => (median.ln() + sigma * rng.normal()).exp(),
-        };
-        v.round().clamp(1.0, 1e7) as u32
-    }
-
-    /// Parses `N`, `uniform:A,B`, `normal:MEAN,STD` or `lognormal:MEDIAN,SIGMA`.
-    pub fn parse(s: &str) -> Result<Length, String> {
-        let bad = || {
-            format!(
-                "invalid length {s:?} (expected N, uniform:A,B, normal:MEAN,STD or lognormal:MEDIAN,SIGMA)"
-            )
-        };
-        if let Ok(n) = s.parse::<u32>() {
-            return if n > 0 {
-                Ok(Length::Fixed { tokens: n })
-            } else {
-                Err(bad())
-            };
-        }
-        let (kind, args) = s.split_once(':').ok_or_else(bad)?;
-        let nums: Vec<f64> = args
-            .split(',')
-            .map(|x| x.trim().parse::<f64>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
-        let [a, b] = nums[..] else { return Err(bad()) };
-        if !(a.is_finite() && b.is_finite() && a > 0.0 && b >= 0.0) {
-            return Err(bad());
-        }
-        match kind {
-            "uniform" if b >= a => Ok(Length::Uniform {
-                min: a as u32,
-                max: b as u32,
-            }),
-            "normal" => Ok(Length::Normal { mean: a, std: b }),
-            "lognormal" => Ok(Length::LogNormal {
-                median: a,
-                sigma: b,
-            }),
-            _ => Err(bad()),
-        }
-    }
-}
-
-/// Where prompts come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PromptSource {
-    /// The same text every time.
-    Fixed {
-        /// The prompt.
-        text: String,
-    },
-    /// The seeds' prompt with a random first word out of 15.
-    Seeds,
-    /// Generated text of about this many tokens (one common short word per token).
-    Synthetic {
-        /// Prompt length in tokens.
-        length: Length,
-    },
-    /// Prompts (and, when given, output lengths) from a dataset file.
-    Dataset {
-        /// The file.
-        path: String,
-    },
-}
-
 /// One prepared request.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -174,27 +45,6 @@ pub struct Prepared {
     pub body: Bytes,
     /// `max_tokens` asked.
     pub max_tokens: u32,
-}
-
-/// Everything about the requests of a run except when they are sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestSpec {
-    /// The endpoint.
-    #[serde(default)]
-    pub api: Api,
-    /// The served model name.
-    pub model: String,
-    /// The prompts.
-    pub prompt: PromptSource,
-    /// `max_tokens`: fixed or drawn per request (a dataset's own lengths win when it has them).
-    pub max_tokens: Length,
-    /// Sampling temperature.
-    pub temperature: f64,
-    /// Stream the responses.
-    pub stream: bool,
-    /// vLLM's `ignore_eos`.
-    #[serde(default)]
-    pub ignore_eos: bool,
 }
 
 const FILLER: &[&str] = &[

@@ -331,6 +331,7 @@ fn server_step(input: &StepInput<'_>, w: StageWindow) -> Option<ServerStep> {
         s.preemptions = win.value(Signal::Preemptions);
         s.e2e_p95_s = win.quantile(Signal::E2eLatency, 0.95);
         s.ttft_p95_s = win.quantile(Signal::Ttft, 0.95);
+        s.queue_time_p95_s = win.quantile(Signal::QueueTime, 0.95);
         s.success_delta = win.value(Signal::RequestsOk);
     }
     Some(s)

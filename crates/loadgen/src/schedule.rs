@@ -8,75 +8,7 @@
 //! the driver (the sequential warm-up is a closed loop of one).
 
 use inferscale_engine::Rng;
-use serde::{Deserialize, Serialize};
-
-/// How arrivals are spaced within a stage.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Arrival {
-    /// Evenly spaced, as k6's `constant-arrival-rate` (the first at the stage start).
-    #[default]
-    Constant,
-    /// Exponential gaps (a Poisson process).
-    Poisson,
-    /// Gamma-distributed gaps with this shape: 1 is Poisson, below 1 burstier, above 1 more
-    /// regular (`vllm bench serve`'s "burstiness").
-    Gamma {
-        /// The shape parameter (> 0).
-        shape: f64,
-    },
-}
-
-/// One stage of an open-loop plan.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Stage {
-    /// Requests per second at the start of the stage.
-    pub rate: f64,
-    /// Requests per second at the end (a linear ramp when it differs from `rate`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_rate: Option<f64>,
-    /// Seconds of sending.
-    pub duration_s: f64,
-    /// Seconds of pause after the stage (its requests finish meanwhile).
-    #[serde(default)]
-    pub rest_s: f64,
-    /// Closed loop instead: this many requests in flight at all times, each sent as soon as
-    /// one ends (`rate` is then 0 and ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
-}
-
-impl Stage {
-    /// A constant-rate stage.
-    pub fn constant(rate: f64, duration_s: f64, rest_s: f64) -> Self {
-        Stage {
-            rate,
-            end_rate: None,
-            duration_s,
-            rest_s,
-            concurrency: None,
-        }
-    }
-
-    /// A closed-loop stage: `concurrency` requests in flight throughout.
-    pub fn closed(concurrency: u32, duration_s: f64, rest_s: f64) -> Self {
-        Stage {
-            rate: 0.0,
-            end_rate: None,
-            duration_s,
-            rest_s,
-            concurrency: Some(concurrency),
-        }
-    }
-
-    /// Expected requests in the stage (for a closed-loop stage, the ones it starts with).
-    pub fn expected_requests(&self) -> f64 {
-        match self.concurrency {
-            Some(c) => f64::from(c),
-            None => (self.rate + self.end_rate.unwrap_or(self.rate)) / 2.0 * self.duration_s,
-        }
-    }
-}
+pub use inferscale_results::plan::{Arrival, Stage};
 
 /// One planned request.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -225,6 +225,10 @@ pub(crate) struct Resolved {
     pub(crate) dataset: Option<PathBuf>,
     pub(crate) warmup: u32,
     pub(crate) thresholds: Vec<Threshold>,
+    /// What the target is, when inferscale started it (recorded in run.json).
+    pub(crate) simulated: Option<serde_json::Value>,
+    /// The target's `max_num_seqs`, when known.
+    pub(crate) max_num_seqs: Option<u32>,
 }
 
 pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
@@ -456,6 +460,8 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         dataset,
         warmup: a.warmup.or(p.warmup).unwrap_or(0),
         thresholds,
+        simulated: None,
+        max_num_seqs: None,
     })
 }
 
@@ -656,6 +662,8 @@ pub(crate) async fn execute(
     .map_err(|e| anyhow!("{e}"))?;
     let mut report = output.report;
     report.warmup = warmup;
+    report.target.simulated = r.simulated.take();
+    report.target.max_num_seqs = r.max_num_seqs;
     report.thresholds = thresholds
         .iter()
         .map(|t| t.evaluate(&output.records, r.config.speedup))

@@ -1,0 +1,399 @@
+//! Scaling and alerting thresholds derived from a saturation finding, each with its reason.
+//! Written as `thresholds.json` (documented in `docs/formats.md`); `docs/analysis.md` explains
+//! the rules.
+
+use std::collections::BTreeMap;
+
+use inferscale_results::run::RunReport;
+use serde::{Deserialize, Serialize};
+
+use crate::saturation::{Saturation, Status};
+
+/// The current `thresholds.json` version.
+pub const THRESHOLDS_VERSION: u32 = 1;
+
+/// The e2e p95 guardrail is this multiple of the healthy step's p95 (the seeds: 2.5 s → 5 s).
+pub const GUARDRAIL_FACTOR: f64 = 2.0;
+/// Scale-in requires the p95 below this multiple of the healthy p95 (the seeds: 2.5 s → 3 s).
+pub const SCALE_IN_FACTOR: f64 = 1.25;
+/// Scale out when queueing adds this fraction of the healthy p95 to a request's latency: a
+/// queue of Q requests at capacity C makes a newcomer wait about Q / C seconds.
+pub const QUEUE_WAIT_FRACTION: f64 = 0.2;
+/// How long the queue must stay above the threshold before scaling out, at most.
+pub const SCALE_OUT_FOR_MAX_S: u32 = 60;
+/// …and at least (two Prometheus scrapes of 15 s; KEDA polls every 30 s by default).
+pub const SCALE_OUT_FOR_MIN_S: u32 = 30;
+/// Scale-in conditions must hold this long (the seeds: 5 minutes; slower than scale-out).
+pub const SCALE_IN_FOR_S: u32 = 300;
+
+/// When to add replicas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScaleOut {
+    /// The primary trigger: waiting requests per pod (KEDA `AverageValue`).
+    pub queue_depth_per_pod: u32,
+    /// …held this long.
+    pub for_seconds: u32,
+    /// The guardrail: p95 end-to-end latency, seconds.
+    pub p95_e2e_seconds: f64,
+    /// p95 time to first token, seconds (when the run streamed): reacts to capacity, not to
+    /// output length.
+    pub p95_ttft_seconds: Option<f64>,
+    /// p95 time waiting in the server's queue, seconds: the same waiting budget as the e2e
+    /// guardrail, readable from vLLM's queue-time histogram whatever the client streams.
+    pub p95_queue_time_seconds: f64,
+}
+
+/// When to remove replicas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScaleIn {
+    /// Waiting requests per pod at most (0: none).
+    pub queue_depth: u32,
+    /// p95 end-to-end latency below this, seconds.
+    pub p95_e2e_seconds: f64,
+    /// Both held this long.
+    pub for_seconds: u32,
+}
+
+/// KEDA's activation: the scaler is active (scales from zero, reports) above this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Activation {
+    /// Waiting requests.
+    pub queue_depth: u32,
+}
+
+/// Replicas for a given peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peak {
+    /// The peak asked about, req/s.
+    pub rps: f64,
+    /// What one replica is planned for, req/s (the highest sustained rate).
+    pub per_replica_rps: f64,
+    /// `ceil(rps / per_replica_rps)`.
+    pub replicas: u32,
+}
+
+/// What the thresholds were measured at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Healthy {
+    /// The last sustained step's offered rate.
+    pub step_rps: f64,
+    /// Its client e2e p95, seconds.
+    pub p95_e2e_seconds: f64,
+    /// Its client TTFT p95, seconds (streaming runs).
+    pub p95_ttft_seconds: Option<f64>,
+    /// The server's queue there: p95 and max.
+    pub queue_depth_p95: Option<f64>,
+    /// Max.
+    pub queue_depth_max: Option<f64>,
+}
+
+/// The source run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    /// The server.
+    pub url: String,
+    /// The model.
+    pub model: String,
+    /// When the run started.
+    pub started_at: String,
+    /// The simulator's description, when the run was simulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<serde_json::Value>,
+    /// `max_num_seqs`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+}
+
+/// The whole of `thresholds.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// [`THRESHOLDS_VERSION`].
+    pub version: u32,
+    /// The run they come from.
+    pub source: Source,
+    /// The finding they rest on.
+    pub status: Status,
+    /// The run was interrupted (or otherwise incomplete): treat with care.
+    pub partial: bool,
+    /// The highest sustained offered rate, req/s.
+    pub saturation_rps: Option<f64>,
+    /// The first rate not sustained.
+    pub first_saturated_rps: Option<f64>,
+    /// Estimated capacity, req/s.
+    pub capacity_rps: Option<f64>,
+    /// The healthy step the thresholds scale from.
+    pub healthy: Healthy,
+    /// Scale-out.
+    pub scale_out: ScaleOut,
+    /// Scale-in.
+    pub scale_in: ScaleIn,
+    /// KEDA activation.
+    pub activation: Activation,
+    /// With `--peak-rps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<Peak>,
+    /// For each threshold (by its JSON path), why it is what it is.
+    pub rationale: BTreeMap<String, String>,
+    /// Anything the reader should know before trusting these numbers.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Why thresholds could not be derived.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdError(pub String);
+
+impl std::fmt::Display for ThresholdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ThresholdError {}
+
+/// Rounds up to a readable value: tenths below 2 s, halves below 10 s, whole seconds above.
+pub fn nice_up(x: f64) -> f64 {
+    let step = if x < 2.0 {
+        0.1
+    } else if x < 10.0 {
+        0.5
+    } else {
+        1.0
+    };
+    ((x / step) - 1e-9).ceil() * step
+}
+
+/// A latency threshold `factor × base`, rounded up to a readable value when that keeps it
+/// within `[lo, hi] × base`, else to tenths.
+fn readable(base: f64, factor: f64, lo: f64, hi: f64) -> f64 {
+    let nice = nice_up(factor * base);
+    let v = if nice >= lo * base && nice <= hi * base {
+        nice
+    } else {
+        ((factor * base) * 10.0).ceil() / 10.0
+    };
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Derives the thresholds.
+pub fn thresholds(
+    run: &RunReport,
+    sat: &Saturation,
+    peak_rps: Option<f64>,
+) -> Result<Thresholds, ThresholdError> {
+    let Some(h) = sat.healthy_step.and_then(|h| run.steps.get(h)) else {
+        return Err(ThresholdError(match sat.status {
+            Status::SaturatedFromStart => format!(
+                "no step was sustained (the first, at {} req/s, already saturated): rerun with lower rates",
+                sat.first_saturated_rps.unwrap_or(0.0)
+            ),
+            _ => format!(
+                "no sustained step to measure thresholds at: {}",
+                sat.summary
+            ),
+        }));
+    };
+    let mut rationale = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let hp95 = h
+        .latency_s
+        .e2e
+        .p95
+        .or(h.server.as_ref().and_then(|s| s.e2e_p95_s))
+        .ok_or_else(|| ThresholdError("the healthy step has no e2e latency".into()))?;
+    let healthy = Healthy {
+        step_rps: h.target_rps,
+        p95_e2e_seconds: hp95,
+        p95_ttft_seconds: h.latency_s.ttft.p95,
+        queue_depth_p95: h.server.as_ref().and_then(|s| s.queue_depth.p95),
+        queue_depth_max: h.server.as_ref().and_then(|s| s.queue_depth.max),
+    };
+    let capacity = sat.capacity_rps.unwrap_or(h.target_rps);
+
+    // The latency guardrail.
+    let guard = readable(hp95, GUARDRAIL_FACTOR, 1.5, 3.0);
+    rationale.insert(
+        "scale_out.p95_e2e_seconds".into(),
+        format!(
+            "{GUARDRAIL_FACTOR}× the p95 at the last healthy step ({hp95:.2} s at {} req/s), rounded to {guard} s: far enough above normal variation not to fire on it, low enough to catch a backlog before users wait twice as long. vLLM's e2e buckets are 0.3 … 2, 2.5, 5, 10 s: Prometheus interpolates inside a bucket, so a guardrail between edges fires when the interpolated estimate crosses it",
+            h.target_rps
+        ),
+    );
+    let budget = (guard - hp95).max(0.0);
+    let queue_wait = nice_up(budget.max(0.1));
+    rationale.insert(
+        "scale_out.p95_queue_time_seconds".into(),
+        format!(
+            "the waiting the guardrail allows beyond a healthy request ({guard} − {hp95:.2} s), rounded to {queue_wait} s: queue time grows with waiting only, not with output length"
+        ),
+    );
+    let ttft_guard = healthy.p95_ttft_seconds.map(|t| nice_up(t + budget));
+    if let (Some(g), Some(t)) = (ttft_guard, healthy.p95_ttft_seconds) {
+        rationale.insert(
+            "scale_out.p95_ttft_seconds".into(),
+            format!(
+                "the healthy TTFT p95 ({t:.2} s) plus the same waiting budget ({budget:.2} s), rounded to {g} s: every second in the queue shows one for one in TTFT"
+            ),
+        );
+    }
+
+    // The queue threshold.
+    let floor = healthy
+        .queue_depth_max
+        .or(healthy.queue_depth_p95)
+        .unwrap_or(0.0);
+    let ceiling = budget * capacity;
+    let raw = QUEUE_WAIT_FRACTION * hp95 * capacity;
+    let mut q = raw.round().max(floor + 1.0).max(1.0);
+    if ceiling > 2.0 && q > ceiling / 2.0 {
+        q = (ceiling / 2.0).floor().max(floor + 1.0);
+    }
+    let q = q as u32;
+    rationale.insert(
+        "scale_out.queue_depth_per_pod".into(),
+        format!(
+            "a newcomer behind Q queued requests waits about Q / capacity ({capacity:.1} req/s); {q} waiting ≈ {:.2} s, {:.0} % of the healthy p95 ({hp95:.2} s). It is above the queue seen at the last healthy step (max {floor:.0}) and well below the {ceiling:.0} at which waiting alone would reach the guardrail",
+            f64::from(q) / capacity,
+            f64::from(q) / capacity / hp95 * 100.0
+        ),
+    );
+    if sat.status == Status::NotSaturated {
+        warnings.push(format!(
+            "the run never saturated the server (up to {} req/s): the capacity ({capacity:.1} req/s) is a projection from Little's law, and the queue threshold rests on it",
+            h.target_rps
+        ));
+    }
+    // How long to hold: at the first saturated rate the queue climbs by (rate − capacity)
+    // per second; if it would go from the threshold to the guardrail's level within a
+    // minute, react after the minimum.
+    let excess = sat.first_saturated_rps.map(|r| r - capacity);
+    let for_seconds = match excess {
+        Some(e) if e > 0.0 && (ceiling - f64::from(q)) / e < 60.0 => SCALE_OUT_FOR_MIN_S,
+        _ => SCALE_OUT_FOR_MAX_S,
+    };
+    rationale.insert(
+        "scale_out.for_seconds".into(),
+        match excess {
+            Some(e) if e > 0.0 => format!(
+                "at the first saturated rate the queue grows by about {e:.1} requests/s, so from {q} to the guardrail's {ceiling:.0} in about {:.0} s; hold {for_seconds} s (at least two 15 s scrapes, at most a minute) so a burst shorter than that does not add a GPU",
+                (ceiling - f64::from(q)) / e
+            ),
+            _ => format!(
+                "hold {for_seconds} s: long enough to ignore a burst, short enough to start a replica (which takes minutes) before users feel the backlog"
+            ),
+        },
+    );
+
+    // Scale-in.
+    let scale_in_p95 = readable(hp95, SCALE_IN_FACTOR, 1.0, 1.5);
+    rationale.insert(
+        "scale_in.p95_e2e_seconds".into(),
+        format!(
+            "{SCALE_IN_FACTOR}× the healthy p95 ({hp95:.2} s), rounded to {scale_in_p95} s: only remove capacity when latency is back to normal"
+        ),
+    );
+    rationale.insert(
+        "scale_in.for_seconds".into(),
+        format!(
+            "{SCALE_IN_FOR_S} s with an empty queue and p95 below {scale_in_p95} s: scale in much slower than out, and not within a replica's start-up time after scaling out (flapping costs a cold start each time)"
+        ),
+    );
+    rationale.insert(
+        "scale_in.queue_depth".into(),
+        "0: any waiting request means the current replicas are fully used".into(),
+    );
+
+    // Activation.
+    let lowest_q = run
+        .steps
+        .iter()
+        .filter(|s| s.concurrency.is_none())
+        .min_by(|a, b| a.target_rps.total_cmp(&b.target_rps))
+        .and_then(|s| s.server.as_ref())
+        .and_then(|s| s.queue_depth.p95)
+        .unwrap_or(0.0);
+    let activation = (lowest_q.ceil() as u32).max(1);
+    rationale.insert(
+        "activation.queue_depth".into(),
+        format!(
+            "{activation}: KEDA counts the trigger active above this (and scales from zero on it when minReplicaCount is 0); at the lowest rate the queue's p95 was {lowest_q:.0}, so one waiting request already means traffic"
+        ),
+    );
+
+    // Peak.
+    let peak = peak_rps.map(|rps| {
+        let per = sat.saturation_rps.unwrap_or(h.target_rps);
+        let replicas = (rps / per).ceil().max(1.0) as u32;
+        rationale.insert(
+            "peak.replicas".into(),
+            format!(
+                "{rps} req/s over {per} req/s per replica (the highest sustained step) = {replicas}; add one more to survive losing a node at peak"
+            ),
+        );
+        Peak {
+            rps,
+            per_replica_rps: per,
+            replicas,
+        }
+    });
+    if run.interrupted {
+        warnings.push(
+            "the run was interrupted: the last step is partial and higher rates were never tried"
+                .into(),
+        );
+    }
+    rationale.insert("saturation".into(), sat.summary.clone());
+
+    Ok(Thresholds {
+        version: THRESHOLDS_VERSION,
+        source: Source {
+            url: run.target.url.clone(),
+            model: run.target.model.clone(),
+            started_at: run.started_at.clone(),
+            simulated: run.target.simulated.clone(),
+            max_num_seqs: run.target.max_num_seqs,
+        },
+        status: sat.status,
+        partial: run.interrupted,
+        saturation_rps: sat.saturation_rps,
+        first_saturated_rps: sat.first_saturated_rps,
+        capacity_rps: sat.capacity_rps,
+        healthy,
+        scale_out: ScaleOut {
+            queue_depth_per_pod: q,
+            for_seconds,
+            p95_e2e_seconds: guard,
+            p95_ttft_seconds: ttft_guard,
+            p95_queue_time_seconds: queue_wait,
+        },
+        scale_in: ScaleIn {
+            queue_depth: 0,
+            p95_e2e_seconds: scale_in_p95,
+            for_seconds: SCALE_IN_FOR_S,
+        },
+        activation: Activation {
+            queue_depth: activation,
+        },
+        peak,
+        rationale,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readable_values() {
+        assert_eq!(nice_up(4.4), 4.5);
+        assert_eq!(nice_up(5.0), 5.0);
+        assert_eq!(nice_up(0.42), 0.5);
+        assert_eq!(nice_up(12.2), 13.0);
+        // 2 × 2.2 = 4.4 → 4.5 (2.05×), 1.25 × 2.2 = 2.75 → 3.0 (1.36×).
+        assert_eq!(readable(2.2, 2.0, 1.5, 3.0), 4.5);
+        assert_eq!(readable(2.2, 1.25, 1.0, 1.5), 3.0);
+        // 1.25 × 1.9 = 2.375 → 2.5 is 1.32×; 1.25 × 1.61 = 2.01 → 2.5 is 1.55×: tenths instead.
+        assert_eq!(readable(1.61, 1.25, 1.0, 1.5), 2.1);
+    }
+}

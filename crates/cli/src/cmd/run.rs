@@ -1,0 +1,168 @@
+//! `inferscale run`: the main job. Warm-up, the stepped load, the analysis and the report,
+//! into one folder; against the embedded simulator unless a URL is given.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use inferscale_loadgen::Target;
+use inferscale_sim::{Sim, SimConfig};
+
+use crate::cli::{LoadArgs, RunArgs};
+use crate::cmd::{analyze, load};
+use crate::output::emit;
+
+/// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
+pub(crate) const DEFAULT_SPEEDUP: f64 = 10.0;
+/// The embedded simulator's default profile: the seeds' deployment.
+pub(crate) const DEFAULT_PROFILE: &str = "aws-eks-ministral-8b-l40s";
+
+/// An embedded simulator on loopback, stopped when dropped.
+struct Embedded {
+    url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimConfig)> {
+    let engine = inferscale_engine::profile(profile).ok_or_else(|| {
+        anyhow!("no simulator profile {profile:?}; `inferscale sim --list` shows them")
+    })?;
+    let name = engine.model.hf_id.clone();
+    let mut cfg = SimConfig::new(engine, name);
+    cfg.speedup = speedup;
+    let sim = Sim::start(cfg.clone(), 1).map_err(|e| anyhow!("{e}"))?;
+    let load_s = sim.load_time_s();
+    let listener =
+        inferscale_sim::listen(([127, 0, 0, 1], 0).into()).context("cannot listen on 127.0.0.1")?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        sim.serve(vec![(listener, None)], async {
+            let _ = rx.await;
+        })
+        .await;
+    });
+    let url = format!("http://{addr}");
+    eprintln!(
+        "simulator: {profile} ({} on {}), {speedup}× speed-up, on {url}; loading the model ({load_s:.0} s simulated)",
+        cfg.engine.model.name, cfg.engine.gpu.name
+    );
+    let health = Target::parse(&format!("{url}/health")).map_err(|e| anyhow!("{e}"))?;
+    let deadline = Instant::now() + Duration::from_secs_f64(load_s / speedup + 30.0);
+    loop {
+        let r = inferscale_loadgen::transport::get_once(
+            &health,
+            "*/*",
+            Duration::from_secs(2),
+            1 << 16,
+        )
+        .await;
+        if r.is_ok_and(|r| r.0 == 200) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the embedded simulator did not become healthy");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((Embedded { url, _stop: tx }, cfg))
+}
+
+fn check_out_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+    for f in ["run.json", "thresholds.json", "report.html"] {
+        load::check_writable(&dir.join(f))?;
+    }
+    Ok(())
+}
+
+/// Runs the command.
+pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
+    if let Some(k) = a.speedup
+        && !(k.is_finite() && k > 0.0)
+    {
+        bail!("--speedup must be a positive number, not {k}");
+    }
+    check_out_dir(&a.out)?;
+    let started = Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (report, written) = rt.block_on(async {
+        let mut embedded = None;
+        let mut sim_cfg = None;
+        let (url, speedup) = match &a.url {
+            Some(u) => (u.clone(), a.speedup.unwrap_or(1.0)),
+            None => {
+                let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+                let k = a.speedup.unwrap_or(DEFAULT_SPEEDUP);
+                let (e, cfg) = start_embedded(profile, k).await?;
+                let url = e.url.clone();
+                embedded = Some(e);
+                sim_cfg = Some((profile.to_owned(), cfg));
+                (url, k)
+            }
+        };
+        let args = LoadArgs {
+            url: Some(url),
+            model: a.model.clone(),
+            rates: a.rates.clone(),
+            step: a.step,
+            rest: a.rest,
+            no_stream: a.no_stream,
+            max_tokens: a.max_tokens.clone(),
+            speedup: Some(speedup),
+            warmup: Some(a.warmup),
+            out: a.out.join("run.json"),
+            grace: Duration::from_secs(30),
+            ..LoadArgs::default()
+        };
+        let mut resolved = load::resolve(&args)?;
+        if let Some((profile, cfg)) = &sim_cfg {
+            resolved.simulated = Some(serde_json::json!({
+                "profile": profile,
+                "gpu": cfg.engine.gpu.name,
+                "model": cfg.engine.model.name,
+                "max_num_seqs": cfg.engine.max_num_seqs,
+                "speedup": speedup,
+            }));
+            resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
+        }
+        let out = load::execute(resolved, &args.out, None, false).await?;
+        drop(embedded);
+        eprintln!("analysis: finding the saturation point and the thresholds");
+        let written = analyze::write(&out.report, &a.out, a.peak_rps)?;
+        Ok::<_, anyhow::Error>((out.report, written))
+    })?;
+    let mut text = inferscale_report::summary(&report, &written.analysis);
+    text.push_str(&format!(
+        "\nall in {} ({} of wall time):\n  {}  the measurement (every step, every second)\n",
+        a.out.display(),
+        crate::units::format_duration(Duration::from_secs(started.elapsed().as_secs())),
+        a.out.join("run.json").display()
+    ));
+    if let Some(t) = &written.thresholds {
+        text.push_str(&format!(
+            "  {}  the thresholds, with the reason for each\n",
+            t.display()
+        ));
+    }
+    text.push_str(&format!(
+        "  {}  the report: open it in a browser\n",
+        written.report.display()
+    ));
+    if report.target.simulated.is_some() {
+        text.push_str(&format!(
+            "These numbers come from the embedded simulator at {}× speed-up; point --url at a real server to measure it.\n",
+            report.plan.speedup
+        ));
+    }
+    emit(&text)?;
+    Ok(if analyze::degraded(&report, &written.analysis) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

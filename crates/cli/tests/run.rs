@@ -1,0 +1,241 @@
+//! `inferscale run` and `inferscale analyze` end to end: the default embedded run finds the
+//! seeds' numbers, the report opens in headless Chromium with every chart drawn, and bad
+//! run.json files are refused with the reason.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn inferscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferscale"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("inferscale-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The README's first command with its defaults: the seeds' deployment, the seeds' plan, at
+/// the default speed-up. The seeds found saturation between 50 and 60 req/s, a queue threshold
+/// of 25, a 5 s guardrail over a 2.5 s healthy p95, and scale-in below 3 s.
+#[test]
+fn the_default_embedded_run_finds_the_seeds_numbers() {
+    let out = tmp("default");
+    let o = inferscale()
+        .args(["run", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = json(&out.join("thresholds.json"));
+    assert_eq!(t["version"], 1);
+    assert_eq!(t["status"], "saturated", "{t:#}");
+    assert_eq!(t["saturation_rps"], 50.0, "{t:#}");
+    assert_eq!(t["first_saturated_rps"], 60.0, "{t:#}");
+    let q = t["scale_out"]["queue_depth_per_pod"].as_u64().unwrap();
+    assert!((10..=50).contains(&q), "queue threshold {q}");
+    let healthy = t["healthy"]["p95_e2e_seconds"].as_f64().unwrap();
+    let guard = t["scale_out"]["p95_e2e_seconds"].as_f64().unwrap() / healthy;
+    assert!(
+        (1.5..=3.0).contains(&guard),
+        "guardrail {guard}x the healthy p95"
+    );
+    let scale_in = t["scale_in"]["p95_e2e_seconds"].as_f64().unwrap() / healthy;
+    assert!((1.0..=1.5).contains(&scale_in), "scale-in {scale_in}x");
+    for key in [
+        "saturation_rps",
+        "first_saturated_rps",
+        "capacity_rps",
+        "rationale",
+    ] {
+        assert!(!t[key].is_null(), "{key}");
+    }
+    let run = json(&out.join("run.json"));
+    assert_eq!(run["warmup"]["requests"], 100);
+    assert_eq!(run["steps"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        run["target"]["simulated"]["profile"],
+        "aws-eks-ministral-8b-l40s"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("Simulated."),
+        "the report says it was simulated"
+    );
+    assert!(html.contains("speed-up of 10×"));
+    let text = stdout(&o);
+    assert!(
+        text.contains("saturates between 50 req/s and 60 req/s"),
+        "{text}"
+    );
+    assert!(text.contains("report.html"));
+}
+
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("Chromium is not installed; ./scripts/test installs it (this test never skips)")
+        })
+}
+
+/// The report opens in headless Chromium: every chart drawn, no console errors; a screenshot
+/// is kept under target/artifacts/ for CI.
+#[test]
+fn the_report_opens_in_headless_chromium_with_every_chart_drawn() {
+    let browser = chromium();
+    let dir = tmp("report");
+    let run = workspace().join("testdata/runs/sim-seeds-short.json");
+    let o = inferscale()
+        .args([
+            "analyze",
+            run.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let page = dir.join("report.html");
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let artifacts = workspace().join("target/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("report.png");
+    let _ = std::fs::remove_file(&shot);
+    let profile = tmp("chromium-profile");
+    let common = |c: &mut Command| {
+        c.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--window-size=1280,4200",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()));
+    };
+    let mut dump = Command::new(&browser);
+    common(&mut dump);
+    let d = dump.arg("--dump-dom").arg(&url).output().unwrap();
+    assert!(d.status.success(), "chromium failed: {}", stderr(&d));
+    let dom = stdout(&d);
+    let attr = |name: &str| -> Option<String> {
+        let key = format!("{name}=\"");
+        let i = dom.find(&key)? + key.len();
+        Some(dom[i..].split('"').next()?.to_owned())
+    };
+    assert_eq!(
+        attr("data-charts").as_deref(),
+        Some("9"),
+        "charts counted by the page"
+    );
+    assert_eq!(
+        attr("data-drawn").as_deref(),
+        Some("9"),
+        "every chart drawn"
+    );
+    assert_eq!(
+        attr("data-errors"),
+        None,
+        "script errors: {:?}",
+        attr("data-errors")
+    );
+    let log = stderr(&d);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    let mut sc = Command::new(&browser);
+    common(&mut sc);
+    let s = sc
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "screenshot failed: {}", stderr(&s));
+    let size = std::fs::metadata(&shot).unwrap().len();
+    assert!(size > 20_000, "a screenshot of a drawn page ({size} bytes)");
+}
+
+#[test]
+fn bad_run_files_are_refused_with_the_reason() {
+    let good =
+        std::fs::read_to_string(workspace().join("testdata/runs/sim-seeds-short.json")).unwrap();
+    let cases: [(&str, String, &str); 3] = [
+        (
+            "truncated.json",
+            good[..good.len() / 3].to_owned(),
+            "truncated",
+        ),
+        (
+            "v9.json",
+            good.replacen("\"version\": 1", "\"version\": 9", 1),
+            "version 9 is not supported",
+        ),
+        ("empty.json", String::new(), "not valid JSON"),
+    ];
+    for (name, text, why) in cases {
+        let p = tmp(name);
+        std::fs::write(&p, text).unwrap();
+        let o = inferscale()
+            .args([
+                "analyze",
+                p.to_str().unwrap(),
+                "--out",
+                tmp("bad-out").to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(why), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(name), "names the file: {}", stderr(&o));
+    }
+    let o = inferscale()
+        .args(["analyze", tmp("missing.json").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // An interrupted run is analysed, flagged as partial, and exits 1.
+    let p = tmp("interrupted.json");
+    std::fs::write(
+        &p,
+        good.replacen("\"interrupted\": false", "\"interrupted\": true", 1),
+    )
+    .unwrap();
+    let out = tmp("interrupted-out");
+    let o = inferscale()
+        .args([
+            "analyze",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("PARTIAL"), "{}", stdout(&o));
+    assert!(out.join("report.html").exists());
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Partial run"));
+}

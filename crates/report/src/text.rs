@@ -1,0 +1,122 @@
+//! The terminal summary: the same numbers as the HTML report, as plain text.
+
+use std::fmt::Write as _;
+
+use inferscale_analysis::{Analysis, Verdict};
+use inferscale_results::run::RunReport;
+
+/// Seconds for people: `850ms`, `2.41s`, `1m05s`.
+pub fn fmt_s(s: f64) -> String {
+    if !s.is_finite() {
+        "–".into()
+    } else if s < 1.0 {
+        format!("{:.0}ms", s * 1e3)
+    } else if s < 60.0 {
+        format!("{s:.2}s")
+    } else {
+        format!("{}m{:02.0}s", (s / 60.0).floor(), s % 60.0)
+    }
+}
+
+/// A rate: `50 req/s`, `12.5 req/s`.
+pub fn rps(r: f64) -> String {
+    if (r - r.round()).abs() < 1e-9 {
+        format!("{r:.0} req/s")
+    } else {
+        format!("{r:.1} req/s")
+    }
+}
+
+/// The summary printed after an analysis.
+pub fn summary(run: &RunReport, a: &Analysis) -> String {
+    let sat = &a.saturation;
+    let mut o = String::new();
+    let _ = writeln!(o, "saturation: {}", sat.summary);
+    if let Some(c) = sat.capacity_rps {
+        let _ = write!(o, "  capacity ≈ {c:.1} req/s per replica");
+        let mut how = Vec::new();
+        if let Some(t) = sat.capacity_from_throughput_rps {
+            how.push(format!("throughput while saturated {t:.1}"));
+        }
+        if let Some(l) = sat.capacity_from_littles_law_rps {
+            how.push(format!("Little's law {l:.1}"));
+        }
+        if !how.is_empty() {
+            let _ = write!(o, " ({})", how.join("; "));
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(
+        o,
+        "\n  {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7}  verdict",
+        "offered", "achieved", "e2e p50", "e2e p95", "TTFT p95", "queue95", "queuemx"
+    );
+    for (s, j) in run.steps.iter().zip(&sat.steps) {
+        let srv = s.server.as_ref();
+        let o2 = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+        let _ = writeln!(
+            o,
+            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}  {}",
+            match s.concurrency {
+                Some(c) => format!("c={c}"),
+                None => format!("{}", s.target_rps),
+            },
+            s.achieved_rps,
+            o2(s.latency_s.e2e.p50, &fmt_s),
+            o2(s.latency_s.e2e.p95, &fmt_s),
+            o2(s.latency_s.ttft.p95, &fmt_s),
+            o2(srv.and_then(|v| v.queue_depth.p95), &|v| format!("{v:.0}")),
+            o2(srv.and_then(|v| v.queue_depth.max), &|v| format!("{v:.0}")),
+            match j.verdict {
+                Verdict::Sustained => "sustained",
+                Verdict::Saturated => "SATURATED",
+                Verdict::Noisy => "noise (ignored)",
+                Verdict::ClientLimited => "CLIENT-LIMITED",
+                Verdict::NotJudged => "-",
+            }
+        );
+    }
+    match &a.thresholds {
+        Ok(t) => {
+            let _ = writeln!(
+                o,
+                "\nthresholds (healthy step {}, p95 {}):",
+                rps(t.healthy.step_rps),
+                fmt_s(t.healthy.p95_e2e_seconds)
+            );
+            let _ = writeln!(
+                o,
+                "  scale out   queue > {} per pod for {} s (KEDA AverageValue), guardrail p95 e2e > {} s{}",
+                t.scale_out.queue_depth_per_pod,
+                t.scale_out.for_seconds,
+                t.scale_out.p95_e2e_seconds,
+                t.scale_out
+                    .p95_ttft_seconds
+                    .map_or(String::new(), |v| format!(", p95 TTFT > {v} s"))
+            );
+            let _ = writeln!(
+                o,
+                "  scale in    queue = 0 and p95 e2e < {} s for {} s",
+                t.scale_in.p95_e2e_seconds, t.scale_in.for_seconds
+            );
+            let _ = writeln!(o, "  activation  queue > {}", t.activation.queue_depth);
+            if let Some(p) = &t.peak {
+                let _ = writeln!(
+                    o,
+                    "  peak        {} req/s needs {} replicas ({} req/s each)",
+                    p.rps, p.replicas, p.per_replica_rps
+                );
+            }
+            for w in &t.warnings {
+                let _ = writeln!(o, "  warning: {w}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(o, "\nno thresholds: {e}");
+        }
+    }
+    if run.interrupted {
+        o.push_str("\nPARTIAL: the run was interrupted; its last step is incomplete.\n");
+    }
+    o
+}

@@ -1,0 +1,298 @@
+//! `run.json`: what a load run measured, per step and over time (documented in
+//! `docs/formats.md`). Every time and rate is in the server's time: with `--speedup K` the
+//! wall-clock measurements are multiplied (durations) or divided (rates) by K.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Arrival, RequestSpec, Stage};
+
+/// The current `run.json` version.
+pub const RUN_VERSION: u32 = 1;
+
+/// Percentiles of one latency (seconds); `null` members when there was nothing to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Percentiles {
+    /// Observations.
+    pub count: u64,
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+}
+
+/// Failed requests by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Failed {
+    /// All failures.
+    pub total: u64,
+    /// HTTP errors by status code.
+    pub http_error: BTreeMap<u16, u64>,
+    /// Timeouts.
+    pub timeout: u64,
+    /// Connection failures.
+    pub connect_error: u64,
+    /// Malformed or cut responses.
+    pub stream_error: u64,
+}
+
+/// What became of a step's requests: `scheduled = ok + failed.total + dropped`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Requests {
+    /// Requests the plan scheduled (in an interrupted run: whose time had come).
+    pub scheduled: u64,
+    /// Complete, well-formed answers.
+    pub ok: u64,
+    /// Failures.
+    pub failed: Failed,
+    /// Never sent (the in-flight cap was reached).
+    pub dropped: u64,
+}
+
+/// The latencies of a step's successful requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Latencies {
+    /// Time to first token (streaming only).
+    pub ttft: Percentiles,
+    /// Time per output token, per request.
+    pub tpot: Percentiles,
+    /// Gaps between token-bearing events (streaming only).
+    pub itl: Percentiles,
+    /// End to end.
+    pub e2e: Percentiles,
+}
+
+/// Tokens of a step's successful requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Tokens {
+    /// Prompt tokens (from `usage`).
+    pub prompt: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// `usage`, or `chunks` when any request's count had to come from counting stream events.
+    pub source: String,
+}
+
+/// Mean, 95th percentile and maximum of a sampled gauge.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct GaugeStats {
+    /// Mean over the step's samples.
+    pub mean: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// Maximum.
+    pub max: Option<f64>,
+}
+
+/// What the server's own metrics said during a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServerStep {
+    /// `num_requests_waiting`.
+    pub queue_depth: GaugeStats,
+    /// `num_requests_running`.
+    pub running: GaugeStats,
+    /// `kv_cache_usage_perc` (0–1).
+    pub kv_cache_usage: GaugeStats,
+    /// Preemptions during the step.
+    pub preemptions: Option<f64>,
+    /// p95 of the server's e2e histogram over the step (its requests included).
+    pub e2e_p95_s: Option<f64>,
+    /// p95 of the server's TTFT histogram over the step.
+    pub ttft_p95_s: Option<f64>,
+    /// p95 of the server's queue-time histogram over the step (time spent waiting).
+    #[serde(default)]
+    pub queue_time_p95_s: Option<f64>,
+    /// Requests the server finished normally during the step and its drain.
+    pub success_delta: Option<f64>,
+    /// Scrapes taken in the step.
+    pub samples: u64,
+}
+
+/// The load generator's own health in a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ClientStep {
+    /// Median of actual − intended send time.
+    pub lag_p50_s: Option<f64>,
+    /// 99th percentile.
+    pub lag_p99_s: Option<f64>,
+    /// Largest.
+    pub lag_max_s: Option<f64>,
+    /// CPU seconds the load generator used during the step (wall CPU time, not scaled).
+    pub cpu_s: f64,
+    /// The client, not the server, limited the measurement (lag p99 > 5 ms, or drops while the
+    /// server's queue p95 stayed under 5); such a step cannot show a server saturation.
+    pub client_limited: bool,
+    /// Why, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One step of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// 0-based.
+    pub index: usize,
+    /// The offered rate, req/s.
+    pub target_rps: f64,
+    /// For a ramp, the offered rate at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_end_rps: Option<f64>,
+    /// A closed-loop step's concurrency (its `target_rps` is then 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Start, seconds from the run start.
+    pub start_s: f64,
+    /// Length of the sending window.
+    pub duration_s: f64,
+    /// Requests actually sent per second.
+    pub sent_rps: f64,
+    /// Successful completions per second, counted over the step's window shifted by its median
+    /// e2e latency: the throughput the server sustained.
+    pub achieved_rps: f64,
+    /// Output tokens per second over the same window.
+    pub output_tokens_per_s: f64,
+    /// What became of the requests.
+    pub requests: Requests,
+    /// Latencies of the successful requests.
+    pub latency_s: Latencies,
+    /// Tokens.
+    pub tokens: Tokens,
+    /// The server's view (with a metrics URL).
+    pub server: Option<ServerStep>,
+    /// The client's health.
+    pub client: ClientStep,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TimelinePoint {
+    /// Seconds from the run start (start of the interval).
+    pub t_s: f64,
+    /// The step running then (`null` in rests).
+    pub step: Option<usize>,
+    /// Requests sent in the interval.
+    pub sent: u64,
+    /// Requests that ended well in it.
+    pub ok: u64,
+    /// Requests that failed in it.
+    pub failed: u64,
+    /// Requests dropped in it.
+    pub dropped: u64,
+    /// Requests in flight at its end.
+    pub in_flight: u64,
+    /// The server's queue at the nearest scrape.
+    pub queue_depth: Option<f64>,
+    /// The server's running requests.
+    pub running: Option<f64>,
+    /// The server's KV-cache usage.
+    pub kv_cache_usage: Option<f64>,
+}
+
+/// The plan as run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    /// The steps.
+    pub stages: Vec<Stage>,
+    /// The arrival process.
+    pub arrival: Arrival,
+    /// The in-flight cap (k6's `maxVUs`).
+    pub max_in_flight: usize,
+    /// The requests.
+    pub requests: RequestSpec,
+    /// Connection reuse.
+    pub connection_reuse: bool,
+    /// Per-request timeout, seconds.
+    pub timeout_s: f64,
+    /// Simulated seconds per wall second the plan ran at.
+    pub speedup: f64,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+/// The server that was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// The base URL.
+    pub url: String,
+    /// The served model.
+    pub model: String,
+    /// Where its metrics were scraped (`null`: not scraped).
+    pub metrics_url: Option<String>,
+    /// Engines detected in its metrics.
+    #[serde(default)]
+    pub engines: Vec<String>,
+    /// What it was, when inferscale started it (the simulator's profile and speed-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<serde_json::Value>,
+    /// `max_num_seqs`, when known (from the simulator, or given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+}
+
+/// A sequential warm-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct WarmupReport {
+    /// Requests sent.
+    pub requests: u64,
+    /// Of those, how many succeeded.
+    pub ok: u64,
+    /// Every request's latency in order (seconds; `null` for failures).
+    pub latencies_s: Vec<Option<f64>>,
+    /// The first request's latency.
+    pub first_s: Option<f64>,
+    /// The median.
+    pub median_s: Option<f64>,
+    /// The median of the second half (the steady state).
+    pub steady_s: Option<f64>,
+    /// `first / steady`.
+    pub cold_ratio: Option<f64>,
+}
+
+/// A threshold and whether it held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdResult {
+    /// As written (`p95(e2e)<5s`).
+    pub expr: String,
+    /// The measured value.
+    pub value: Option<f64>,
+    /// Whether it held.
+    pub ok: bool,
+}
+
+/// The whole of `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// [`RUN_VERSION`].
+    pub version: u32,
+    /// `inferscale <version>`.
+    pub tool: String,
+    /// When the plan started (UTC, RFC 3339).
+    pub started_at: String,
+    /// The run was stopped early (Ctrl-C); its last step is partial.
+    pub interrupted: bool,
+    /// The server.
+    pub target: TargetReport,
+    /// The plan.
+    pub plan: PlanReport,
+    /// The warm-up, when one ran.
+    #[serde(default)]
+    pub warmup: Option<WarmupReport>,
+    /// One entry per step that started.
+    pub steps: Vec<StepReport>,
+    /// Per second.
+    pub timeline: Vec<TimelinePoint>,
+    /// The thresholds asked for.
+    #[serde(default)]
+    pub thresholds: Vec<ThresholdResult>,
+    /// Load-generator CPU seconds for the whole run.
+    pub client_cpu_s: f64,
+}
