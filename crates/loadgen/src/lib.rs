@@ -6,7 +6,7 @@
 //!   or not, with or without connection reuse, a deadline per request;
 //! - [`prompt`]: *what* — a fixed prompt, the seeds' random-first-word prompt, synthetic
 //!   lengths, or a dataset (JSONL, ShareGPT);
-//! - [`run`]: the driver that sends on time, drops at the in-flight cap, samples the server's
+//! - [`mod@run`]: the driver that sends on time, drops at the in-flight cap, samples the server's
 //!   metrics ([`sampler`]) and builds the report ([`report`], from [`record`]s);
 //! - [`threshold`]: k6-style pass/fail criteria.
 //!
