@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use inferscale_results::plan::Length;
 use inferscale_results::run::RunReport;
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +73,19 @@ pub struct Peak {
     pub replicas: u32,
 }
 
+/// The requests the run sent, for sizing the deployment (`--max-model-len`, grace periods).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Workload {
+    /// Mean prompt tokens of a successful request (from `usage`).
+    pub prompt_tokens_mean: Option<f64>,
+    /// Mean output tokens.
+    pub output_tokens_mean: Option<f64>,
+    /// The largest `max_tokens` the plan could ask for.
+    pub max_tokens: Option<u32>,
+    /// The longest successful request at the healthy step, seconds.
+    pub e2e_max_seconds: Option<f64>,
+}
+
 /// What the thresholds were measured at.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Healthy {
@@ -123,6 +137,9 @@ pub struct Thresholds {
     pub capacity_rps: Option<f64>,
     /// The healthy step the thresholds scale from.
     pub healthy: Healthy,
+    /// The measured requests.
+    #[serde(default)]
+    pub workload: Workload,
     /// Scale-out.
     pub scale_out: ScaleOut,
     /// Scale-in.
@@ -344,6 +361,23 @@ pub fn thresholds(
     }
     rationale.insert("saturation".into(), sat.summary.clone());
 
+    let (mut ok, mut prompt, mut output) = (0u64, 0u64, 0u64);
+    for st in &run.steps {
+        ok += st.requests.ok;
+        prompt += st.tokens.prompt;
+        output += st.tokens.output;
+    }
+    let mean = |x: u64| (ok > 0 && x > 0).then(|| x as f64 / ok as f64);
+    let workload = Workload {
+        prompt_tokens_mean: mean(prompt),
+        output_tokens_mean: mean(output),
+        max_tokens: match run.plan.requests.max_tokens {
+            Length::Fixed { tokens } => Some(tokens),
+            Length::Uniform { max, .. } => Some(max),
+            Length::Normal { .. } | Length::LogNormal { .. } => None,
+        },
+        e2e_max_seconds: h.latency_s.e2e.max,
+    };
     Ok(Thresholds {
         version: THRESHOLDS_VERSION,
         source: Source {
@@ -359,6 +393,7 @@ pub fn thresholds(
         first_saturated_rps: sat.first_saturated_rps,
         capacity_rps: sat.capacity_rps,
         healthy,
+        workload,
         scale_out: ScaleOut {
             queue_depth_per_pod: q,
             for_seconds,

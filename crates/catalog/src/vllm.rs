@@ -357,6 +357,11 @@ pub const CACHE_CONFIG_INFO_LABELS: &[&str] = &[
 ];
 
 /// vLLM's `finished_reason` label values, all pre-created at zero for every engine.
+/// The HTTP server's request counter (prometheus-fastapi-instrumentator), labels `handler`,
+/// `method` and `status` (grouped: `2xx`, `5xx`).
+pub const HTTP_REQUESTS: &str = "http_requests_total";
+
+/// The finish reasons.
 pub const FINISH_REASONS: &[&str] = &["stop", "length", "abort", "error", "repetition"];
 
 /// The families vLLM's API server exposes besides its own: the Python client's process and

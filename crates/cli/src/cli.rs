@@ -37,6 +37,106 @@ pub(crate) enum Command {
     /// The main job: warm-up, stepped load, analysis and report (on the embedded simulator
     /// unless --url is given).
     Run(Box<RunArgs>),
+    /// Write KEDA, alerting, dashboard and Deployment configuration from thresholds.json.
+    Generate(Box<GenerateArgs>),
+}
+
+/// The names a cluster has (shared by `generate` and `run`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ClusterArgs {
+    /// Namespace of the vLLM Deployment.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub(crate) namespace: String,
+    /// The vLLM Deployment.
+    #[arg(long, value_name = "NAME", default_value = "vllm")]
+    pub(crate) deployment: String,
+    /// The vLLM container in it.
+    #[arg(long, value_name = "NAME", default_value = "vllm")]
+    pub(crate) container: String,
+    /// Its position among the pod's containers (for the JSON args patch).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) container_index: u32,
+    /// The Service in front of it (default: the Deployment's name).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) service: Option<String>,
+    /// The Service's port: NAME:NUMBER.
+    #[arg(long, value_name = "NAME:PORT", default_value = "http:8000")]
+    pub(crate) service_port: String,
+    /// vLLM's model_name label, i.e. --served-model-name (default: the measured model).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model_name: Option<String>,
+    /// Where KEDA reaches Prometheus.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    )]
+    pub(crate) prometheus_url: String,
+    /// The `release` label Prometheus selects rules and monitors by.
+    #[arg(long, value_name = "NAME", default_value = "kube-prometheus-stack")]
+    pub(crate) prometheus_release: String,
+    /// Replicas at least.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) min_replicas: u32,
+    /// Replicas at most (default: what the peak needs plus one, or 5).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_replicas: Option<u32>,
+    /// The p95 end-to-end latency SLO the HighLatency alert pages on (default: the measured
+    /// guardrail).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) slo_p95_e2e: Option<Duration>,
+    /// How long a new replica takes to serve (node, image, weights, warm-up).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) cold_start: Duration,
+    /// --max-model-len to set (default: sized from the measured requests).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_model_len: Option<u32>,
+    /// The container image with the inferscale binary (warm-up sidecar and Job).
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        default_value = "ghcr.io/inferscale/inferscale:0.1.0"
+    )]
+    pub(crate) inferscale_image: String,
+    /// Base URL of your runbooks (adds runbook_url annotations).
+    #[arg(long, value_name = "URL")]
+    pub(crate) runbook_url: Option<String>,
+}
+
+/// `inferscale generate`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Writes into --out:
+  scaledobject.yaml            KEDA: queue depth per pod (primary), p95 queue-time guardrail
+  prometheusrule.yaml          the seeds' five alerts and four more, thresholds from the run
+  prometheus-rules.yaml        the same rules as a plain Prometheus rule file
+  prometheusrule.test.yaml     promtool unit tests: each alert fires, and stays quiet
+  grafana/*.json               dashboards: service SLIs, vLLM engine, GPUs (DCGM)
+  servicemonitor.yaml          Prometheus scrapes vLLM
+  dcgm-servicemonitor.yaml     ... and the DCGM exporter
+  vllm-deployment-patch.yaml   warm-up before ready, do-not-disrupt, drain on stop
+  vllm-args-patch.yaml         --gpu-memory-utilization 0.85, --max-model-len sized
+  warmup-job.yaml              a Job that warms the Service after a rollout
+  README.md                    what to apply in which order; where each number comes from
+Every Kubernetes object is validated against the KEDA and prometheus-operator CRD schemas and
+KEDA's and the HPA's rules before anything is written.
+
+Examples:
+  inferscale generate --thresholds inferscale-out/thresholds.json --out k8s/
+  inferscale generate --thresholds t.json --namespace llm --deployment vllm-ministral \\
+      --service vllm-svc --model-name ministral --max-replicas 8 --slo-p95-e2e 5s
+
+Exit codes: 0 written; 2 a missing or malformed thresholds.json, or a bad name.")]
+pub(crate) struct GenerateArgs {
+    /// The thresholds.json written by `inferscale analyze` or `inferscale run`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) thresholds: std::path::PathBuf,
+    /// The output folder.
+    #[arg(long, value_name = "DIR", default_value = "manifests")]
+    pub(crate) out: std::path::PathBuf,
+    /// The cluster's names.
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
 }
 
 /// `inferscale analyze`.
@@ -129,6 +229,9 @@ pub(crate) struct RunArgs {
     /// The peak traffic to plan replicas for, req/s.
     #[arg(long, value_name = "R")]
     pub(crate) peak_rps: Option<f64>,
+    /// The cluster's names, for the manifests written into OUT/manifests.
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
 }
 
 /// The exposition format to assume.
@@ -370,6 +473,16 @@ pub(crate) struct WarmupArgs {
     /// For a simulator running K times faster: report latencies in its time.
     #[arg(long, value_name = "K", default_value_t = 1.0)]
     pub(crate) speedup: f64,
+    /// First wait up to this long for the server's /health to answer 200 (a pod's model
+    /// still loading).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) wait_ready: Option<Duration>,
+    /// After a successful warm-up, create this file (a readiness probe can test for it).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) done_file: Option<std::path::PathBuf>,
+    /// Keep running after the warm-up (as a Kubernetes sidecar must) until terminated.
+    #[arg(long)]
+    pub(crate) hold: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,

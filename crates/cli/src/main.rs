@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         cli::Command::Load(args) => cmd::load::run_load(&args),
         cli::Command::Analyze(args) => cmd::analyze::run(&args),
         cli::Command::Run(args) => cmd::run::run(&args),
+        cli::Command::Generate(args) => cmd::generate::run(&args),
     };
     match result {
         Ok(code) => code,

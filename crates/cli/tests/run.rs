@@ -80,7 +80,17 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
         "the report says it was simulated"
     );
     assert!(html.contains("speed-up of 10×"));
+    // The production configuration is written beside the report.
+    for f in [
+        "scaledobject.yaml",
+        "prometheusrule.yaml",
+        "grafana/1-service-slis.json",
+        "README.md",
+    ] {
+        assert!(out.join("manifests").join(f).exists(), "manifests/{f}");
+    }
     let text = stdout(&o);
+    assert!(text.contains("manifests"), "{text}");
     assert!(
         text.contains("saturates between 50 req/s and 60 req/s"),
         "{text}"

@@ -807,6 +807,9 @@ pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     let report = rt.block_on(async {
+        if let Some(limit) = a.wait_ready {
+            wait_ready(&url, limit).await?;
+        }
         let model = resolve_model(&url, a.model.clone()).await?;
         run_warmup_with(
             &url,
@@ -839,9 +842,48 @@ pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
             opt(report.cold_ratio, |r| format!("{r:.2}×"))
         ))?;
     }
-    Ok(if report.ok == report.requests {
+    let all_ok = report.ok == report.requests;
+    if all_ok && let Some(p) = &a.done_file {
+        write_atomic(p, b"warm\n")?;
+    }
+    if a.hold {
+        // A sidecar that exits is restarted (and would warm up again): stay until told to go.
+        eprintln!("warm-up done; holding until terminated");
+        rt.block_on(shutdown_signal());
+    }
+    Ok(if all_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Waits until `url`'s /health answers 200, at most `limit`.
+async fn wait_ready(url: &Target, limit: Duration) -> Result<()> {
+    let health = url.with_path("/health");
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let r = inferscale_loadgen::transport::get_once(
+            &health,
+            "*/*",
+            Duration::from_secs(5),
+            1 << 16,
+        )
+        .await;
+        if r.as_ref().is_ok_and(|r| r.0 == 200) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let why = match r {
+                Ok((status, _, _)) => format!("HTTP {status}"),
+                Err(e) => e,
+            };
+            bail!(
+                "{} did not become ready within {} (last answer: {why})",
+                health.url,
+                crate::units::format_duration(limit)
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }

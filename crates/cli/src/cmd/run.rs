@@ -10,7 +10,7 @@ use inferscale_loadgen::Target;
 use inferscale_sim::{Sim, SimConfig};
 
 use crate::cli::{LoadArgs, RunArgs};
-use crate::cmd::{analyze, load};
+use crate::cmd::{analyze, generate, load};
 use crate::output::emit;
 
 /// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
@@ -90,7 +90,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (report, written) = rt.block_on(async {
+    let (report, written, manifests) = rt.block_on(async {
         let mut embedded = None;
         let mut sim_cfg = None;
         let (url, speedup) = match &a.url {
@@ -134,7 +134,14 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
         let written = analyze::write(&out.report, &a.out, a.peak_rps)?;
-        Ok::<_, anyhow::Error>((out.report, written))
+        let manifests = match &written.analysis.thresholds {
+            Ok(t) => {
+                let dir = a.out.join("manifests");
+                Some(generate::write(t, &a.cluster, &dir).map(|_| dir)?)
+            }
+            Err(_) => None,
+        };
+        Ok::<_, anyhow::Error>((out.report, written, manifests))
     })?;
     let mut text = inferscale_report::summary(&report, &written.analysis);
     text.push_str(&format!(
@@ -153,6 +160,12 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
         "  {}  the report: open it in a browser\n",
         written.report.display()
     ));
+    if let Some(m) = &manifests {
+        text.push_str(&format!(
+            "  {}/  KEDA, alerts, dashboards, Deployment patches: see its README.md\n",
+            m.display()
+        ));
+    }
     if report.target.simulated.is_some() {
         text.push_str(&format!(
             "These numbers come from the embedded simulator at {}× speed-up; point --url at a real server to measure it.\n",

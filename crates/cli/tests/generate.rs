@@ -1,0 +1,457 @@
+//! `inferscale generate` end to end: promtool accepts the rules and passes the generated
+//! tests; a real Prometheus scraping the simulator (and its DCGM endpoint) accepts every
+//! generated query, the dashboards' and the ScaledObject's return data under load, and on an
+//! idle simulator the ScaledObject's queries return 0 (never NaN); bad inputs are named.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn inferscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferscale"))
+}
+
+fn program(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)")
+        })
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("inferscale-cli-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/runs/thresholds-default.json")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Kills a child when the test ends.
+struct Reap(Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn generate(out: &Path, extra: &[&str]) -> Output {
+    inferscale()
+        .args(["generate", "--thresholds"])
+        .arg(fixture())
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn promtool_checks_the_rules_and_passes_the_generated_tests() {
+    let out = tmp("promtool");
+    let o = generate(
+        &out,
+        &[
+            "--namespace",
+            "llm",
+            "--runbook-url",
+            "https://runbooks.example.com/vllm",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let promtool = program("promtool");
+    let check = Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(out.join("prometheus-rules.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 9 rules found"));
+    let test = Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(out.join("prometheusrule.test.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&test.stdout),
+        stderr(&test)
+    );
+    // The PrometheusRule object carries the same group.
+    let rule: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheusrule.yaml")).unwrap())
+            .unwrap();
+    let plain: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap())
+            .unwrap();
+    assert_eq!(rule["spec"]["groups"], plain["groups"]);
+}
+
+#[test]
+fn bad_thresholds_and_names_are_named() {
+    let good: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture()).unwrap()).unwrap();
+    let text = serde_json::to_string_pretty(&good).unwrap();
+    let mut cases: Vec<(String, String, &str)> = vec![
+        (
+            "truncated".into(),
+            text[..text.len() / 2].to_owned(),
+            "truncated",
+        ),
+        (
+            "version".into(),
+            text.replacen("\"version\": 1", "\"version\": 3", 1),
+            "version 3 is not supported",
+        ),
+    ];
+    let mut missing = good.clone();
+    missing["scale_out"]
+        .as_object_mut()
+        .unwrap()
+        .remove("queue_depth_per_pod");
+    cases.push((
+        "missing".into(),
+        missing.to_string(),
+        "missing field scale_out.queue_depth_per_pod",
+    ));
+    let mut wrong = good.clone();
+    wrong["scale_in"]["for_seconds"] = "5m".into();
+    cases.push((
+        "wrong".into(),
+        wrong.to_string(),
+        "field scale_in.for_seconds must be a positive integer",
+    ));
+    for (name, body, why) in cases {
+        let p = tmp(&format!("{name}.json"));
+        std::fs::write(&p, body).unwrap();
+        let out = tmp(&format!("{name}-out"));
+        let o = inferscale()
+            .args(["generate", "--thresholds"])
+            .arg(&p)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        assert!(stderr(&o).contains(why), "{name}: {}", stderr(&o));
+        assert!(
+            !out.join("scaledobject.yaml").exists(),
+            "{name}: nothing half-written"
+        );
+    }
+    let o = generate(&tmp("badname"), &["--deployment", "vLLM_app"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--deployment: \"vLLM_app\" is not a valid RFC 1123"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// GET over HTTP/1.0 (no chunking), returning the body.
+fn get(port: u16, path: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    buf.split_once("\r\n\r\n")
+        .map(|x| x.1.to_owned())
+        .unwrap_or_default()
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Runs an instant query: its status and the sample values.
+fn query(port: u16, q: &str) -> (String, Vec<String>) {
+    let body = get(port, &format!("/api/v1/query?query={}", urlencode(q)));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let values = v["data"]["result"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|x| x["value"][1].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        v["status"].as_str().unwrap_or("").to_owned()
+            + &v["error"]
+                .as_str()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+        values,
+    )
+}
+
+fn finite(values: &[String]) -> bool {
+    !values.is_empty()
+        && values
+            .iter()
+            .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
+}
+
+fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(e) = m.get("expr").and_then(|e| e.as_str()) {
+                out.push(e.to_owned());
+            }
+            m.values().for_each(|x| exprs(x, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| exprs(x, out)),
+        _ => {}
+    }
+}
+
+/// The expression without its final comparison (`… > 27`, `… == 0`): what it measures.
+fn measured(expr: &str) -> String {
+    let t = expr.trim_end();
+    for op in [" > ", " == "] {
+        if let Some((head, tail)) = t.rsplit_once(op)
+            && tail.trim().parse::<f64>().is_ok()
+        {
+            return head.to_owned();
+        }
+    }
+    t.to_owned()
+}
+
+#[test]
+fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
+    let prometheus = program("prometheus");
+    let model = "m";
+    let out = tmp("live");
+    let o = generate(
+        &out,
+        &[
+            "--namespace",
+            "llm",
+            "--model-name",
+            model,
+            "--deployment",
+            "vllm",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The simulator (the seeds' deployment at 10x, 2 % HTTP 500s so the error panels have a
+    // numerator) with its DCGM endpoint.
+    let (api, dcgm) = (free_port(), free_port());
+    let mut sim = inferscale()
+        .args([
+            "sim",
+            "--speedup",
+            "10",
+            "--served-model-name",
+            model,
+            "--fault-500-rate",
+            "0.02",
+        ])
+        .arg(format!("--listen=127.0.0.1:{api}"))
+        .arg(format!("--dcgm-listen=127.0.0.1:{dcgm}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(sim.stdout.take().unwrap());
+    let _sim = Reap(sim);
+    for line in lines.lines() {
+        if line.unwrap().contains("stop with Ctrl-C") {
+            break;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut b = String::new();
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", api)) {
+            let _ = write!(s, "GET /health HTTP/1.0\r\n\r\n");
+            let _ = s.read_to_string(&mut b);
+        }
+        if b.split(' ').nth(1) == Some("200") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the simulator did not become healthy: {b}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Prometheus, with the labels the Prometheus operator would add (namespace, pod; the job
+    // is the Service's name).
+    let dir = tmp("prom");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['127.0.0.1:{api}']\n        labels: {{namespace: llm, pod: vllm-0}}\n  - job_name: dcgm-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{dcgm}']\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let _prom = Reap(
+        Command::new(prometheus)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !get(port, "/-/ready").contains("Ready") {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Until both targets have been scraped a few times.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, up) = query(port, "count(up == 1) == 2");
+        if up == vec!["2".to_owned()] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped both targets"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+
+    let so: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("scaledobject.yaml")).unwrap())
+            .unwrap();
+    let so_queries: Vec<String> = so["spec"]["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["metadata"]["query"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(so_queries.len(), 2);
+    // Idle: exactly 0, never NaN, never empty.
+    for q in &so_queries {
+        let (status, values) = query(port, q);
+        assert_eq!(status, "success", "{q}");
+        assert_eq!(values, vec!["0".to_owned()], "idle: {q}");
+    }
+
+    // Under load: 8 req/s of the seeds' requests (streaming) for 200 simulated seconds.
+    let load = inferscale()
+        .args([
+            "load",
+            "--url",
+            &format!("http://127.0.0.1:{api}"),
+            "--rates",
+            "8",
+            "--step",
+            "200s",
+            "--speedup",
+            "10",
+            "--no-metrics",
+            "--out",
+        ])
+        .arg(tmp("live-run.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(load.success());
+
+    let mut empty = Vec::new();
+    for q in &so_queries {
+        let (status, values) = query(port, q);
+        assert_eq!(status, "success", "{q}");
+        if !finite(&values) {
+            empty.push(format!("scaledobject: {q}"));
+        }
+    }
+    let mut dash = Vec::new();
+    for f in ["1-service-slis.json", "2-engine.json", "3-gpu-dcgm.json"] {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("grafana").join(f)).unwrap())
+                .unwrap();
+        exprs(&v, &mut dash);
+    }
+    assert!(dash.len() >= 25, "{} dashboard queries", dash.len());
+    for e in &dash {
+        let q = e
+            .replace("$model", model)
+            .replace("$__rate_interval", "15s")
+            .replace("$node", ".*");
+        let (status, values) = query(port, &q);
+        assert_eq!(status, "success", "{q}");
+        if !finite(&values) {
+            empty.push(format!("dashboard: {q}"));
+        }
+    }
+    let rules: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap())
+            .unwrap();
+    let mut alerts = Vec::new();
+    exprs(&rules, &mut alerts);
+    assert_eq!(alerts.len(), 9);
+    for e in &alerts {
+        let (status, _) = query(port, e);
+        assert_eq!(status, "success", "{e}");
+        let base = measured(e);
+        let (status, values) = query(port, &base);
+        assert_eq!(status, "success", "{base}");
+        if base.starts_with("absent(") {
+            // The metrics are there, so absent() is empty.
+            assert!(values.is_empty(), "{base}: {values:?}");
+        } else if !finite(&values) {
+            empty.push(format!("rule: {base}"));
+        }
+    }
+    assert!(
+        empty.is_empty(),
+        "queries without data:\n{}",
+        empty.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,219 @@
+//! The KEDA ScaledObject: queue depth per pod as the primary trigger, a queue-time guardrail
+//! that scales correctly, explicit HPA behaviour, and no silent zeros.
+
+use inferscale_analysis::Thresholds;
+use inferscale_catalog::Signal;
+
+use crate::Options;
+use crate::promql::{self, Sel};
+use crate::yaml::{Y, document, i, map, s};
+
+/// The queue trigger's query: the total of waiting requests of the model's pods. No
+/// `or vector(0)`: when the series are gone (pods down, Prometheus down) the result is empty,
+/// KEDA reports an error (with `ignoreNullValues: "false"`) and the fallback acts, instead of
+/// reading "queue 0" and scaling in at the worst moment.
+pub fn queue_query(o: &Options) -> String {
+    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    format!("sum({})", promql::series(Signal::QueueDepth, &sel))
+}
+
+/// The guardrail trigger's query: p95 time waiting in vLLM's queue over 2 minutes, 0 (not NaN)
+/// when no request was counted.
+pub fn guardrail_query(o: &Options) -> String {
+    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    promql::quantile_or_zero(0.95, Signal::QueueTime, &sel, "2m")
+}
+
+fn fmt_num(v: f64) -> String {
+    let r = (v * 1000.0).round() / 1000.0;
+    if r == r.trunc() {
+        format!("{r:.0}")
+    } else {
+        format!("{r}")
+    }
+}
+
+/// `scaledobject.yaml`.
+pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
+    let q = t.scale_out.queue_depth_per_pod;
+    let guard = t.scale_out.p95_queue_time_seconds;
+    let fallback_replicas = t
+        .peak
+        .as_ref()
+        .map_or(o.min_replicas, |p| p.replicas)
+        .clamp(o.min_replicas, o.max_replicas);
+    let down_window = t.scale_in.for_seconds.max(o.cold_start_s).min(3600);
+    let up_window = t.scale_out.for_seconds.min(3600);
+    let behavior = map(vec![
+        (
+            "scaleUp",
+            map(vec![
+                ("stabilizationWindowSeconds", i(i64::from(up_window))),
+                (
+                    "policies",
+                    Y::Seq(vec![
+                        map(vec![("type", s("Pods")), ("value", i(2)), ("periodSeconds", i(60))]),
+                        map(vec![
+                            ("type", s("Percent")),
+                            ("value", i(100)),
+                            ("periodSeconds", i(60)),
+                        ]),
+                    ]),
+                ),
+                ("selectPolicy", s("Max")),
+            ])
+            .comment(
+                "stabilizationWindowSeconds",
+                format!(
+                    "Scale out only on a proposal that held for {up_window} s (the HPA takes the lowest\nproposal of the window): the measured queue climbs from the threshold to the guardrail's\nlevel in about that time at the first saturated rate. Then add up to 2 pods or double,\nwhichever is more, per minute."
+                ),
+            ),
+        ),
+        (
+            "scaleDown",
+            map(vec![
+                ("stabilizationWindowSeconds", i(i64::from(down_window))),
+                (
+                    "policies",
+                    Y::Seq(vec![map(vec![
+                        ("type", s("Pods")),
+                        ("value", i(1)),
+                        ("periodSeconds", i(120)),
+                    ])]),
+                ),
+                ("selectPolicy", s("Min")),
+            ])
+            .comment(
+                "stabilizationWindowSeconds",
+                format!(
+                    "Scale in on the highest proposal of the last {down_window} s (the scale-in condition's\n{} s, and at least a replica's cold start of {} s, so a pod is not removed while its\nreplacement would still be loading), one pod every two minutes.",
+                    t.scale_in.for_seconds, o.cold_start_s
+                ),
+            ),
+        ),
+    ]);
+    let queue_trigger = map(vec![
+        ("type", s("prometheus")),
+        ("name", s("queue-depth")),
+        ("metricType", s("AverageValue")),
+        (
+            "metadata",
+            map(vec![
+                ("serverAddress", s(o.prometheus_url.clone())),
+                ("query", s(queue_query(o))),
+                ("threshold", s(q.to_string())),
+                ("activationThreshold", s(t.activation.queue_depth.to_string())),
+                ("ignoreNullValues", s("false")),
+            ])
+            .comment(
+                "threshold",
+                format!(
+                    "{} waiting requests per pod (AverageValue: the HPA asks for ceil(total / {q}) pods).\n{}",
+                    q,
+                    t.rationale
+                        .get("scale_out.queue_depth_per_pod")
+                        .map(String::as_str)
+                        .unwrap_or("")
+                ),
+            )
+            .comment(
+                "ignoreNullValues",
+                "An empty result is an error, not 0: the fallback below takes over.",
+            ),
+        ),
+    ])
+    .comment("type", "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.");
+    let guard_trigger = map(vec![
+        ("type", s("prometheus")),
+        ("name", s("queue-time-guardrail")),
+        ("metricType", s("Value")),
+        (
+            "metadata",
+            map(vec![
+                ("serverAddress", s(o.prometheus_url.clone())),
+                ("query", Y::Block(guardrail_query(o))),
+                ("threshold", s(fmt_num(guard))),
+                ("ignoreNullValues", s("false")),
+            ]),
+        ),
+    ])
+    .comment(
+        "type",
+        format!(
+            "Guardrail: p95 time requests wait in vLLM's queue, {} s at most.\nDesign: metricType Value, not AverageValue. With AverageValue the HPA would divide the\np95 by the replica count (p95 is not additive), so this trigger could never ask for more\nthan ceil(p95 / threshold) pods. With Value the HPA proposes ceil(ready pods x p95 /\nthreshold): above the threshold it grows the deployment in proportion to how far the\nlatency is over, below it it proposes fewer pods and the queue trigger (the HPA takes the\nlargest proposal) decides. Queue time rather than end-to-end latency: it grows with\nwaiting only, not with how long the answers are, so it reacts to missing capacity. The\nend-to-end p95 SLO ({} s) is watched by the HighLatency alert. The query returns 0 when\nno request finished in the window (histogram_quantile alone would return NaN, which\n`or vector(0)` does not replace).",
+            fmt_num(guard),
+            fmt_num(o.slo_p95_e2e_s)
+        ),
+    );
+    let spec = map(vec![
+        (
+            "scaleTargetRef",
+            map(vec![
+                ("apiVersion", s("apps/v1")),
+                ("kind", s("Deployment")),
+                ("name", s(o.deployment.clone())),
+            ]),
+        ),
+        ("pollingInterval", i(15)),
+        ("cooldownPeriod", i(300)),
+        ("minReplicaCount", i(i64::from(o.min_replicas))),
+        ("maxReplicaCount", i(i64::from(o.max_replicas))),
+        (
+            "fallback",
+            map(vec![
+                ("failureThreshold", i(3)),
+                ("replicas", i(i64::from(fallback_replicas))),
+                ("behavior", s("currentReplicasIfHigher")),
+            ]),
+        ),
+        (
+            "advanced",
+            map(vec![(
+                "horizontalPodAutoscalerConfig",
+                map(vec![
+                    ("name", s(format!("keda-hpa-{}", o.deployment))),
+                    ("behavior", behavior),
+                ]),
+            )]),
+        ),
+        ("triggers", Y::Seq(vec![queue_trigger, guard_trigger])),
+    ])
+    .comment(
+        "pollingInterval",
+        "KEDA's own loop (activation); the HPA queries every 15 s regardless.",
+    )
+    .comment(
+        "minReplicaCount",
+        "At least one replica: a model takes minutes to load, and vLLM's own queue cannot wake a\ndeployment at zero.",
+    )
+    .comment(
+        "fallback",
+        format!(
+            "After 3 failed queries (Prometheus down, series missing) hold at least {fallback_replicas} replica{} and\nnever fewer than are running: missing metrics must not scale in.",
+            if fallback_replicas == 1 { "" } else { "s" }
+        ),
+    );
+    let y = map(vec![
+        ("apiVersion", s("keda.sh/v1alpha1")),
+        ("kind", s("ScaledObject")),
+        (
+            "metadata",
+            map(vec![
+                ("name", s(o.deployment.clone())),
+                ("namespace", s(o.namespace.clone())),
+                (
+                    "labels",
+                    map(vec![("app.kubernetes.io/managed-by", s("inferscale"))]),
+                ),
+            ]),
+        ),
+        ("spec", spec),
+    ]);
+    document(
+        &crate::header(
+            t,
+            "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
+        ),
+        &y,
+    )
+}

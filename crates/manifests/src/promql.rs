@@ -1,0 +1,146 @@
+//! PromQL built from the catalog's names, so that every query reads vLLM's current metric
+//! name and falls back to the deprecated one (`a or b`), and a selector written once.
+
+use inferscale_catalog::{Engine, Read, Signal, names_of};
+
+/// Label matchers, e.g. `namespace="llm",model_name="m"` (without braces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sel(pub String);
+
+impl Sel {
+    /// Exact matchers from `(label, value)` pairs.
+    pub fn exact(pairs: &[(&str, &str)]) -> Sel {
+        Sel(pairs
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+            .collect::<Vec<_>>()
+            .join(","))
+    }
+
+    /// These matchers plus one more.
+    pub fn and(&self, extra: &str) -> Sel {
+        if self.0.is_empty() {
+            Sel(extra.to_owned())
+        } else {
+            Sel(format!("{},{extra}", self.0))
+        }
+    }
+
+    fn braces(&self) -> String {
+        format!("{{{}}}", self.0)
+    }
+}
+
+/// vLLM's names for a signal, current first.
+pub fn vllm_names(signal: Signal) -> Vec<&'static str> {
+    names_of(Engine::Vllm, signal).map(|n| n.name).collect()
+}
+
+/// The DCGM exporter's name for a signal.
+pub fn dcgm_name(signal: Signal) -> &'static str {
+    names_of(Engine::Dcgm, signal)
+        .map(|n| n.name)
+        .next()
+        .unwrap_or("DCGM_FI_UNKNOWN")
+}
+
+/// A gauge or counter series, every known name: `a{sel} or b{sel}`.
+pub fn series(signal: Signal, sel: &Sel) -> String {
+    let names = vllm_names(signal);
+    let read_sum = names_of(Engine::Vllm, signal).any(|n| n.read == Read::HistogramSum);
+    names
+        .iter()
+        .map(|n| {
+            if read_sum {
+                format!("{n}_sum{}", sel.braces())
+            } else {
+                format!("{n}{}", sel.braces())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// `rate()` of a counter over `window`, with name fallback.
+pub fn rate(signal: Signal, sel: &Sel, window: &str) -> String {
+    vllm_names(signal)
+        .iter()
+        .map(|n| format!("rate({n}{}[{window}])", sel.braces()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// The bucket rates of a histogram summed by `le` (and `by`), with name fallback.
+pub fn bucket_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
+    let inner = vllm_names(signal)
+        .iter()
+        .map(|n| format!("rate({n}_bucket{}[{window}])", sel.braces()))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let mut labels: Vec<&str> = by.to_vec();
+    labels.push("le");
+    format!("sum by ({}) ({inner})", labels.join(", "))
+}
+
+/// The request rate of a histogram (`_count`), summed (and by `by`).
+pub fn count_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
+    let inner = vllm_names(signal)
+        .iter()
+        .map(|n| format!("rate({n}_count{}[{window}])", sel.braces()))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    if by.is_empty() {
+        format!("sum({inner})")
+    } else {
+        format!("sum by ({}) ({inner})", by.join(", "))
+    }
+}
+
+/// `histogram_quantile(q, …)` over a histogram's buckets.
+pub fn quantile(q: f64, signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
+    format!(
+        "histogram_quantile({q}, {})",
+        bucket_rate(signal, sel, window, by)
+    )
+}
+
+/// A quantile that is never NaN: with no requests in the window `histogram_quantile` returns
+/// NaN (0/0), which `or vector(0)` does not replace because the vector is not empty. Keeping the
+/// quantile only where requests were counted empties it instead, and then `or vector(0)` fills
+/// in 0 — the right reading for "nobody waited".
+pub fn quantile_or_zero(q: f64, signal: Signal, sel: &Sel, window: &str) -> String {
+    format!(
+        "(\n  {}\n  and on() {} > 0\n)\nor on() vector(0)",
+        quantile(q, signal, sel, window, &[]),
+        count_rate(signal, sel, window, &[])
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_catalog_with_fallbacks() {
+        let sel = Sel::exact(&[("namespace", "llm"), ("model_name", "m\"x")]);
+        assert_eq!(sel.0, "namespace=\"llm\",model_name=\"m\\\"x\"");
+        let kv = series(Signal::KvCacheUsage, &sel);
+        assert!(kv.starts_with("vllm:kv_cache_usage_perc{"), "{kv}");
+        assert!(kv.contains(" or vllm:gpu_cache_usage_perc{"), "{kv}");
+        let q = quantile(0.95, Signal::E2eLatency, &sel, "1m", &[]);
+        assert!(
+            q.contains("rate(vllm:e2e_request_latency_seconds_bucket{"),
+            "{q}"
+        );
+        let itl = bucket_rate(Signal::Itl, &Sel(String::new()), "5m", &["pod"]);
+        assert!(
+            itl.contains("vllm:inter_token_latency_seconds_bucket"),
+            "{itl}"
+        );
+        assert!(
+            itl.contains("vllm:time_per_output_token_seconds_bucket"),
+            "{itl}"
+        );
+        assert!(itl.starts_with("sum by (pod, le)"), "{itl}");
+    }
+}

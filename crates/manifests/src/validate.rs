@@ -1,0 +1,555 @@
+//! Checking Kubernetes objects before anyone applies them:
+//!
+//! - [`schema`]: a validator for the OpenAPI v3 subset CRDs use (types, properties, required,
+//!   `additionalProperties`, items, enums, bounds, lengths, patterns, formats, `anyOf`/`oneOf`/
+//!   `allOf`, `x-kubernetes-int-or-string`, `x-kubernetes-preserve-unknown-fields`), strict about
+//!   unknown fields as `kubectl apply --validate=strict` is;
+//! - [`keda_rules`]: the rules KEDA's admission webhook, the CRD's CEL rule and the HPA API
+//!   validation apply to a ScaledObject (listed in the autoscaling notes);
+//! - [`lint`]: the pitfalls that are valid YAML but wrong (a p95 fed as `AverageValue`, NaN
+//!   that `or vector(0)` does not catch, `ignoreNullValues` left on, removed metric names).
+//!
+//! The CRD schemas are KEDA 2.20.2's and prometheus-operator 0.93.0's (`schemas/`).
+
+use std::sync::OnceLock;
+
+use inferscale_catalog::{Engine, NameStatus, Signal};
+use regex::Regex;
+use serde_json::Value;
+
+/// KEDA's ScaledObject (keda.sh/v1alpha1).
+pub const SCALED_OBJECT_SCHEMA: &str =
+    include_str!("../schemas/ScaledObject.v1alpha1.openapi.json");
+/// prometheus-operator's PrometheusRule (monitoring.coreos.com/v1).
+pub const PROMETHEUS_RULE_SCHEMA: &str = include_str!("../schemas/PrometheusRule.v1.openapi.json");
+/// prometheus-operator's ServiceMonitor (monitoring.coreos.com/v1).
+pub const SERVICE_MONITOR_SCHEMA: &str = include_str!("../schemas/ServiceMonitor.v1.openapi.json");
+
+/// The schema for an object's `apiVersion`/`kind`, if we carry one.
+pub fn schema_for(api_version: &str, kind: &str) -> Option<&'static Value> {
+    static CACHE: OnceLock<Vec<(&str, &str, Value)>> = OnceLock::new();
+    let all = CACHE.get_or_init(|| {
+        [
+            ("keda.sh/v1alpha1", "ScaledObject", SCALED_OBJECT_SCHEMA),
+            (
+                "monitoring.coreos.com/v1",
+                "PrometheusRule",
+                PROMETHEUS_RULE_SCHEMA,
+            ),
+            (
+                "monitoring.coreos.com/v1",
+                "ServiceMonitor",
+                SERVICE_MONITOR_SCHEMA,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(a, k, text)| Some((a, k, serde_json::from_str(text).ok()?)))
+        .collect()
+    });
+    all.iter()
+        .find(|(a, k, _)| *a == api_version && *k == kind)
+        .map(|(_, _, v)| v)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Compiled schema patterns (a schema has a handful).
+type PatternCache = std::sync::Mutex<Vec<(String, Option<Regex>)>>;
+
+fn regex(pattern: &str) -> Option<Regex> {
+    static CACHE: OnceLock<PatternCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut c = cache.lock().ok()?;
+    if let Some((_, r)) = c.iter().find(|(p, _)| p == pattern) {
+        return r.clone();
+    }
+    let r = Regex::new(pattern).ok();
+    c.push((pattern.to_owned(), r.clone()));
+    r
+}
+
+/// Validates `doc` against an OpenAPI v3 `schema`, appending `path: problem` to `errors`.
+pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>) {
+    let here = if path.is_empty() { "." } else { path };
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        if !(doc.is_string() || type_name(doc) == "integer") {
+            errors.push(format!(
+                "{here}: expected an integer or a string, found {}",
+                type_name(doc)
+            ));
+        }
+        return;
+    }
+    if doc.is_null() && schema.get("nullable") == Some(&Value::Bool(true)) {
+        return;
+    }
+    for key in ["allOf"] {
+        for s in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self::schema(s, doc, path, errors);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(alts) = schema.get(key).and_then(Value::as_array) {
+            let ok = alts.iter().filter(|s| {
+                let mut e = Vec::new();
+                self::schema(s, doc, path, &mut e);
+                e.is_empty()
+            });
+            let n = ok.count();
+            if n == 0 || (key == "oneOf" && n > 1) {
+                errors.push(format!("{here}: matches {n} of the {key} alternatives"));
+            }
+        }
+    }
+    if let Some(t) = schema.get("type").and_then(Value::as_str) {
+        let actual = type_name(doc);
+        let fits = actual == t || (t == "number" && actual == "integer");
+        if !fits {
+            errors.push(format!("{here}: expected {t}, found {actual} ({doc})"));
+            return;
+        }
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array)
+        && !e.contains(doc)
+    {
+        errors.push(format!(
+            "{here}: {doc} is not one of {}",
+            Value::Array(e.clone())
+        ));
+    }
+    match doc {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            for r in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = r.as_str()
+                    && !m.contains_key(r)
+                {
+                    errors.push(format!("{here}: missing required field {r:?}"));
+                }
+            }
+            let preserve =
+                schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            let additional = schema.get("additionalProperties");
+            for (k, v) in m {
+                let p = format!("{path}.{k}");
+                match (props.and_then(|p| p.get(k)), additional) {
+                    (Some(s), _) => self::schema(s, v, &p, errors),
+                    (None, Some(Value::Object(_))) => {
+                        if let Some(a) = additional {
+                            self::schema(a, v, &p, errors);
+                        }
+                    }
+                    (None, Some(Value::Bool(true))) => {}
+                    (None, _) if preserve => {}
+                    // An object schema with neither properties nor additionalProperties takes
+                    // anything (metadata, for instance).
+                    (None, None) if props.is_none() => {}
+                    (None, _) => errors.push(format!("{p}: unknown field")),
+                }
+            }
+            if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+                && (m.len() as u64) < min
+            {
+                errors.push(format!("{here}: fewer than {min} properties"));
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    self::schema(s, v, &format!("{path}[{i}]"), errors);
+                }
+            }
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && (items.len() as u64) < min
+            {
+                errors.push(format!("{here}: fewer than {min} items"));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && (items.len() as u64) > max
+            {
+                errors.push(format!("{here}: more than {max} items"));
+            }
+        }
+        Value::String(s) => {
+            let n = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && n < min
+            {
+                errors.push(format!("{here}: shorter than {min} characters"));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && n > max
+            {
+                errors.push(format!("{here}: longer than {max} characters"));
+            }
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+                match regex(p) {
+                    Some(r) if !r.is_match(s) => {
+                        errors.push(format!("{here}: {s:?} does not match {p:?}"));
+                    }
+                    Some(_) => {}
+                    None => errors.push(format!(
+                        "{here}: the schema's pattern {p:?} is not understood"
+                    )),
+                }
+            }
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+                && x < min
+            {
+                errors.push(format!("{here}: {x} is below the minimum {min}"));
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+                && x > max
+            {
+                errors.push(format!("{here}: {x} is above the maximum {max}"));
+            }
+            if schema.get("format").and_then(Value::as_str) == Some("int32")
+                && !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&x)
+            {
+                errors.push(format!("{here}: {x} does not fit int32"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// RFC 1123 label (a Service, a Deployment's pods, a namespace): lowercase alphanumerics and
+/// '-', starting and ending alphanumeric, at most 63 characters.
+pub fn rfc1123_label(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} is not a valid RFC 1123 name (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+        ))
+    }
+}
+
+/// RFC 1123 subdomain (most object names): labels joined by '.', at most 253 characters.
+pub fn rfc1123_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 || s.split('.').any(|l| rfc1123_label(l).is_err()) {
+        Err(format!(
+            "{s:?} is not a valid RFC 1123 subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// KEDA's webhook and CEL rules and the HPA API's validation of `behavior`, for a ScaledObject.
+pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
+    let spec = &so["spec"];
+    let triggers = spec["triggers"].as_array().cloned().unwrap_or_default();
+    if triggers.is_empty() {
+        errors.push("spec.triggers: at least one trigger is required".into());
+    }
+    let min = spec["minReplicaCount"].as_i64().unwrap_or(0);
+    let max = spec["maxReplicaCount"].as_i64().unwrap_or(100);
+    if min > max {
+        errors.push(format!(
+            "spec: minReplicaCount ({min}) must be less than or equal to maxReplicaCount ({max})"
+        ));
+    }
+    if let Some(idle) = spec["idleReplicaCount"].as_i64()
+        && idle >= min
+    {
+        errors.push(format!(
+            "spec.idleReplicaCount ({idle}) must be less than minReplicaCount ({min})"
+        ));
+    }
+    let mut names = Vec::new();
+    for (i, t) in triggers.iter().enumerate() {
+        let p = format!("spec.triggers[{i}]");
+        let ty = t["type"].as_str().unwrap_or("");
+        if let Some(n) = t["name"].as_str() {
+            if names.contains(&n) {
+                errors.push(format!("{p}.name: {n:?} is used by two triggers"));
+            }
+            names.push(n);
+        }
+        let mt = t["metricType"].as_str().unwrap_or("AverageValue");
+        if !["AverageValue", "Value", "Utilization"].contains(&mt) {
+            errors.push(format!(
+                "{p}.metricType: {mt:?} is not AverageValue, Value or Utilization"
+            ));
+        }
+        if mt == "Utilization" && !["cpu", "memory"].contains(&ty) {
+            errors.push(format!(
+                "{p}.metricType: Utilization is only for cpu and memory triggers"
+            ));
+        }
+        if t["useCachedMetrics"] == Value::Bool(true) && ["cpu", "memory", "cron"].contains(&ty) {
+            errors.push(format!(
+                "{p}.useCachedMetrics: not allowed for {ty} triggers"
+            ));
+        }
+        if ty == "prometheus" {
+            let md = &t["metadata"];
+            for key in ["serverAddress", "query", "threshold"] {
+                if md[key].as_str().is_none_or(str::is_empty) {
+                    errors.push(format!(
+                        "{p}.metadata.{key}: required by the prometheus scaler"
+                    ));
+                }
+            }
+            for key in ["threshold", "activationThreshold"] {
+                if let Some(v) = md[key].as_str()
+                    && v.trim().parse::<f64>().is_err()
+                {
+                    errors.push(format!("{p}.metadata.{key}: {v:?} is not a number"));
+                }
+            }
+            if let Some(v) = md["ignoreNullValues"].as_str()
+                && !["true", "false"].contains(&v)
+            {
+                errors.push(format!(
+                    "{p}.metadata.ignoreNullValues: {v:?} is not \"true\" or \"false\""
+                ));
+            }
+        }
+    }
+    if let Some(fb) = spec.get("fallback") {
+        for key in ["failureThreshold", "replicas"] {
+            match fb[key].as_i64() {
+                Some(v) if v >= 0 => {}
+                _ => errors.push(format!(
+                    "spec.fallback.{key}: required, a non-negative integer"
+                )),
+            }
+        }
+        if triggers
+            .iter()
+            .all(|t| ["cpu", "memory"].contains(&t["type"].as_str().unwrap_or("")))
+        {
+            errors.push("spec.fallback: not supported when every trigger is cpu or memory".into());
+        }
+    }
+    let modifiers = &spec["advanced"]["scalingModifiers"];
+    if modifiers.is_object() {
+        if modifiers["formula"].is_string() != modifiers["target"].is_string() {
+            errors.push("spec.advanced.scalingModifiers: formula and target go together".into());
+        }
+        if triggers.iter().any(|t| t["name"].as_str().is_none()) {
+            errors.push("spec.advanced.scalingModifiers: every trigger needs a name".into());
+        }
+    }
+    let behavior = &spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"];
+    for dir in ["scaleUp", "scaleDown"] {
+        let r = &behavior[dir];
+        if !r.is_object() {
+            continue;
+        }
+        let p = format!("spec.advanced.horizontalPodAutoscalerConfig.behavior.{dir}");
+        if let Some(w) = r["stabilizationWindowSeconds"].as_i64()
+            && !(0..=3600).contains(&w)
+        {
+            errors.push(format!(
+                "{p}.stabilizationWindowSeconds: {w} is outside 0..=3600"
+            ));
+        }
+        if let Some(sp) = r["selectPolicy"].as_str()
+            && !["Max", "Min", "Disabled"].contains(&sp)
+        {
+            errors.push(format!(
+                "{p}.selectPolicy: {sp:?} is not Max, Min or Disabled"
+            ));
+        }
+        let policies = r["policies"].as_array().cloned().unwrap_or_default();
+        if r.get("policies").is_some() && policies.is_empty() {
+            errors.push(format!("{p}.policies: at least one policy"));
+        }
+        for (i, pol) in policies.iter().enumerate() {
+            let pp = format!("{p}.policies[{i}]");
+            if !["Pods", "Percent"].contains(&pol["type"].as_str().unwrap_or("")) {
+                errors.push(format!("{pp}.type: must be Pods or Percent"));
+            }
+            if pol["value"].as_i64().is_none_or(|v| v <= 0) {
+                errors.push(format!("{pp}.value: must be greater than 0"));
+            }
+            if pol["periodSeconds"]
+                .as_i64()
+                .is_none_or(|v| !(1..=1800).contains(&v))
+            {
+                errors.push(format!("{pp}.periodSeconds: must be in 1..=1800"));
+            }
+        }
+    }
+}
+
+/// Every problem with one Kubernetes object: schema (when we carry its CRD), names, and
+/// KEDA's rules for ScaledObjects.
+pub fn object(doc: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let api = doc["apiVersion"].as_str().unwrap_or("");
+    let kind = doc["kind"].as_str().unwrap_or("");
+    if api.is_empty() || kind.is_empty() {
+        errors.push("apiVersion and kind are required".into());
+        return errors;
+    }
+    match doc["metadata"]["name"].as_str() {
+        Some(n) => {
+            if let Err(e) = rfc1123_subdomain(n) {
+                errors.push(format!(".metadata.name: {e}"));
+            }
+        }
+        None => errors.push(".metadata.name: required".into()),
+    }
+    if let Some(ns) = doc["metadata"]["namespace"].as_str()
+        && let Err(e) = rfc1123_label(ns)
+    {
+        errors.push(format!(".metadata.namespace: {e}"));
+    }
+    if let Some(s) = schema_for(api, kind) {
+        schema(s, doc, "", &mut errors);
+    }
+    if kind == "ScaledObject" {
+        keda_rules(doc, &mut errors);
+    }
+    errors
+}
+
+/// Pitfalls in a ScaledObject that are valid but wrong, each as one sentence.
+pub fn lint(so: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let deprecated: Vec<&str> = Signal::ALL
+        .iter()
+        .flat_map(|s| inferscale_catalog::names_of(Engine::Vllm, *s))
+        .filter(|n| n.status == NameStatus::Deprecated)
+        .map(|n| n.name)
+        .collect();
+    for (i, t) in so["spec"]["triggers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if t["type"] != "prometheus" {
+            continue;
+        }
+        let q = t["metadata"]["query"].as_str().unwrap_or("");
+        let mt = t["metricType"].as_str().unwrap_or("AverageValue");
+        let p = format!("triggers[{i}]");
+        if q.contains("histogram_quantile") && mt == "AverageValue" {
+            out.push(format!("{p}: a latency quantile with metricType AverageValue: the HPA divides it by the replica count, so this trigger can never ask for more than ceil(p95 / threshold) replicas"));
+        }
+        if q.contains("histogram_quantile") && q.contains("or vector(0)") && !q.contains(" and ") {
+            out.push(format!("{p}: histogram_quantile over an idle server returns NaN, which `or vector(0)` does not replace (the vector is not empty); guard it with `and on() <request rate> > 0`"));
+        }
+        if t["metadata"]["ignoreNullValues"].as_str() != Some("false") {
+            out.push(format!("{p}: ignoreNullValues defaults to true: an empty result (Prometheus down, series gone) reads as 0 and the fallback never fires; set it to \"false\" with a fallback"));
+        }
+        if !q.trim_start().starts_with("sum") && !q.contains("histogram_quantile") {
+            out.push(format!("{p}: the query is not aggregated: KEDA fails as soon as it returns more than one series; wrap it in sum(...)"));
+        }
+        for d in &deprecated {
+            if q.contains(d) {
+                out.push(format!(
+                    "{p}: {d} was removed from vLLM; the query returns nothing on current releases"
+                ));
+            }
+        }
+    }
+    if so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"].is_null() {
+        out.push("no HPA behavior: the legacy path doubles replicas every sync and scales down after the controller's default 5-minute window".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_schema_validator_catches_what_kubectl_would() {
+        let s = schema_for("keda.sh/v1alpha1", "ScaledObject").unwrap();
+        let good = json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": "vllm"},
+            "spec": {"scaleTargetRef": {"name": "vllm"}, "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://p:9090", "query": "sum(x)", "threshold": "5"}}]}
+        });
+        let mut e = Vec::new();
+        schema(s, &good, "", &mut e);
+        assert!(e.is_empty(), "{e:?}");
+        let mut bad = good.clone();
+        bad["spec"]["minReplicaCount"] = json!("one");
+        bad["spec"]["scaleTargetRef"]["nmae"] = json!("x");
+        bad["spec"]["triggers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("type");
+        let mut e = Vec::new();
+        schema(s, &bad, "", &mut e);
+        let all = e.join("\n");
+        assert!(
+            all.contains(".spec.minReplicaCount: expected integer"),
+            "{all}"
+        );
+        assert!(
+            all.contains(".spec.scaleTargetRef.nmae: unknown field"),
+            "{all}"
+        );
+        assert!(all.contains("missing required field \"type\""), "{all}");
+    }
+
+    #[test]
+    fn keda_and_hpa_rules() {
+        let so = json!({"spec": {"minReplicaCount": 5, "maxReplicaCount": 2, "triggers": [
+            {"type": "prometheus", "name": "a", "metadata": {"serverAddress": "x", "query": "q", "threshold": "five"}},
+            {"type": "prometheus", "name": "a", "metricType": "Utilization", "metadata": {"serverAddress": "x", "query": "q", "threshold": "1"}}
+        ], "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 4000, "policies": [{"type": "Pods", "value": 0, "periodSeconds": 2000}]}}}}}});
+        let mut e = Vec::new();
+        keda_rules(&so, &mut e);
+        let all = e.join("\n");
+        for needle in [
+            "minReplicaCount (5)",
+            "used by two triggers",
+            "Utilization is only",
+            "\"five\" is not a number",
+            "outside 0..=3600",
+            "greater than 0",
+            "1..=1800",
+        ] {
+            assert!(all.contains(needle), "{needle}: {all}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(rfc1123_label("vllm-0").is_ok());
+        assert!(rfc1123_label("Vllm").is_err());
+        assert!(rfc1123_label("-a").is_err());
+        assert!(rfc1123_label(&"a".repeat(64)).is_err());
+        assert!(rfc1123_subdomain("keda-hpa.vllm").is_ok());
+        assert!(rfc1123_subdomain("a..b").is_err());
+    }
+}

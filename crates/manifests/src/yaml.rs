@@ -1,0 +1,356 @@
+//! A small YAML writer that keeps comments (serde's YAML output cannot carry them, and the
+//! generated files explain their choices in comments). Block style, two-space indent; strings
+//! are quoted whenever a plain scalar could be read as something else.
+
+/// A YAML value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Y {
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float (written shortest).
+    Float(f64),
+    /// A string (quoted when needed).
+    Str(String),
+    /// A string written as a literal block (`|-`), for multi-line PromQL and scripts.
+    Block(String),
+    /// A mapping, in order, with optional comments above keys.
+    Map(Vec<Entry>),
+    /// A sequence.
+    Seq(Vec<Y>),
+}
+
+/// One key of a mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: Y,
+    /// A comment written above the key (may span lines).
+    pub comment: Option<String>,
+}
+
+/// A mapping from `(key, value)` pairs.
+pub fn map<K: Into<String>>(entries: Vec<(K, Y)>) -> Y {
+    Y::Map(
+        entries
+            .into_iter()
+            .map(|(k, v)| Entry {
+                key: k.into(),
+                value: v,
+                comment: None,
+            })
+            .collect(),
+    )
+}
+
+/// A string value.
+pub fn s(v: impl Into<String>) -> Y {
+    Y::Str(v.into())
+}
+
+/// An integer value.
+pub fn i(v: i64) -> Y {
+    Y::Int(v)
+}
+
+impl Y {
+    /// Adds a comment above `key` (which must exist).
+    pub fn comment(mut self, key: &str, text: impl Into<String>) -> Y {
+        if let Y::Map(entries) = &mut self
+            && let Some(e) = entries.iter_mut().find(|e| e.key == key)
+        {
+            e.comment = Some(text.into());
+        }
+        self
+    }
+
+    /// Appends an entry to a mapping.
+    pub fn with(mut self, key: &str, value: Y) -> Y {
+        if let Y::Map(entries) = &mut self {
+            entries.push(Entry {
+                key: key.into(),
+                value,
+                comment: None,
+            });
+        }
+        self
+    }
+}
+
+fn is_plain(v: &str) -> bool {
+    if v.is_empty() || v.trim() != v {
+        return false;
+    }
+    const WORDS: [&str; 14] = [
+        "true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "True", "False", "Null",
+        "NULL",
+    ];
+    if WORDS.contains(&v) || v.parse::<f64>().is_ok() || v.starts_with(['.', '-', '+']) {
+        return false;
+    }
+    let first_ok = v
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_');
+    first_ok
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:".contains(c))
+        && !v.contains(": ")
+        && !v.ends_with(':')
+}
+
+/// A string as a YAML scalar (plain or double-quoted).
+pub fn scalar(v: &str) -> String {
+    if is_plain(v) {
+        v.to_owned()
+    } else {
+        // JSON's string escapes are valid in YAML's double-quoted style.
+        serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
+    }
+}
+
+fn float(f: f64) -> String {
+    if f.is_finite() && f == f.trunc() && f.abs() < 1e15 {
+        format!("{f:.1}")
+    } else {
+        format!("{f}")
+    }
+}
+
+/// Comment lines are wrapped to this width (indentation included).
+const WIDTH: usize = 96;
+
+fn wrap(line: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for word in line.split(' ') {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    out.push(cur);
+    out
+}
+
+fn write_comment(out: &mut String, pad: &str, text: &str) {
+    let width = WIDTH.saturating_sub(pad.len() + 2).max(40);
+    // Single line breaks in the text are soft (the words are re-wrapped); a blank line starts
+    // a new paragraph.
+    let paragraphs: Vec<String> = text
+        .split("\n\n")
+        .map(|p| p.split('\n').collect::<Vec<_>>().join(" "))
+        .collect();
+    let mut lines = Vec::new();
+    for (i, p) in paragraphs.iter().enumerate() {
+        if i > 0 {
+            lines.push(String::new());
+        }
+        lines.extend(wrap(p, width));
+    }
+    for line in &lines {
+        let line = line.as_str();
+        if line.is_empty() {
+            out.push_str(pad);
+            out.push_str("#\n");
+        } else {
+            out.push_str(pad);
+            out.push_str("# ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+}
+
+fn inline(y: &Y) -> Option<String> {
+    match y {
+        Y::Bool(b) => Some(b.to_string()),
+        Y::Int(n) => Some(n.to_string()),
+        Y::Float(f) => Some(float(*f)),
+        Y::Str(v) => Some(scalar(v)),
+        Y::Map(m) if m.is_empty() => Some("{}".into()),
+        Y::Seq(s) if s.is_empty() => Some("[]".into()),
+        _ => None,
+    }
+}
+
+fn block(out: &mut String, pad: &str, text: &str) {
+    out.push_str("|-\n");
+    for line in text.lines() {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(pad);
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+}
+
+fn write_map(out: &mut String, entries: &[Entry], indent: usize, first_inline: bool) {
+    let pad = " ".repeat(indent);
+    for (k, e) in entries.iter().enumerate() {
+        if let Some(c) = &e.comment {
+            write_comment(out, &pad, c);
+        }
+        if !(k == 0 && first_inline) {
+            out.push_str(&pad);
+        }
+        out.push_str(&scalar(&e.key));
+        out.push(':');
+        write_value(out, &e.value, indent);
+    }
+}
+
+/// Writes the value after `key:` (inline, or on the next lines indented under `indent`).
+fn write_value(out: &mut String, v: &Y, indent: usize) {
+    if let Some(s) = inline(v) {
+        out.push(' ');
+        out.push_str(&s);
+        out.push('\n');
+        return;
+    }
+    match v {
+        Y::Block(text) => {
+            out.push(' ');
+            block(out, &" ".repeat(indent), text);
+        }
+        Y::Map(m) => {
+            out.push('\n');
+            write_map(out, m, indent + 2, false);
+        }
+        Y::Seq(items) => {
+            out.push('\n');
+            write_seq(out, items, indent);
+        }
+        _ => {}
+    }
+}
+
+fn write_seq(out: &mut String, items: &[Y], indent: usize) {
+    let pad = " ".repeat(indent);
+    for item in items {
+        out.push_str(&pad);
+        out.push('-');
+        if let Some(s) = inline(item) {
+            out.push(' ');
+            out.push_str(&s);
+            out.push('\n');
+            continue;
+        }
+        match item {
+            Y::Map(m) if m.first().is_some_and(|e| e.comment.is_some()) => {
+                // A comment cannot follow "- " on the same line as a key: start below.
+                out.push('\n');
+                write_map(out, m, indent + 2, false);
+            }
+            Y::Map(m) => {
+                out.push(' ');
+                write_map(out, m, indent + 2, true);
+            }
+            Y::Seq(inner) => {
+                out.push('\n');
+                write_seq(out, inner, indent + 2);
+            }
+            Y::Block(text) => {
+                out.push(' ');
+                block(out, &pad, text);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A document: an optional header comment, then the value.
+pub fn document(header: &str, y: &Y) -> String {
+    let mut out = String::new();
+    write_comment(&mut out, "", header);
+    match y {
+        Y::Map(m) => write_map(&mut out, m, 0, false),
+        Y::Seq(items) => write_seq(&mut out, items, 0),
+        other => {
+            if let Some(s) = inline(other) {
+                out.push_str(&s);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> serde_json::Value {
+        serde_yaml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let y = map(vec![
+            ("name", s("vllm")),
+            ("threshold", s("25")),
+            ("on", s("true")),
+            ("n", i(3)),
+            ("f", Y::Float(0.85)),
+            ("whole", Y::Float(5.0)),
+            ("q", Y::Block("sum(\n  vllm:num_requests_waiting\n)".into())),
+            (
+                "items",
+                Y::Seq(vec![
+                    map(vec![("type", s("Pods")), ("value", i(2))])
+                        .comment("type", "first\nsecond"),
+                    s("a: b"),
+                    Y::Seq(vec![i(1), i(2)]),
+                ]),
+            ),
+            ("empty", Y::Map(vec![])),
+            (
+                "nested",
+                map(vec![("deep", map(vec![("x", Y::Bool(true))]))]),
+            ),
+        ])
+        .comment("q", "the query");
+        let text = document("header", &y);
+        let v = parse(&text);
+        assert_eq!(v["threshold"], "25", "{text}");
+        assert_eq!(v["on"], "true");
+        assert_eq!(v["n"], 3);
+        assert_eq!(v["f"], 0.85);
+        assert_eq!(v["whole"], 5.0);
+        assert_eq!(v["q"], "sum(\n  vllm:num_requests_waiting\n)");
+        assert_eq!(v["items"][0]["value"], 2);
+        assert_eq!(v["items"][1], "a: b");
+        assert_eq!(v["items"][2][1], 2);
+        assert_eq!(v["nested"]["deep"]["x"], true);
+        assert!(text.contains("# the query\n"));
+        assert!(text.starts_with("# header\n"));
+    }
+
+    #[test]
+    fn risky_strings_are_quoted() {
+        for v in [
+            "yes",
+            "1.5",
+            "-x",
+            "a # b",
+            "",
+            " lead",
+            "x: y",
+            "http://a:9090",
+            "5m",
+            "{a}",
+        ] {
+            let text = document("", &map(vec![("k", s(v))]));
+            assert_eq!(parse(&text)["k"], v, "{text}");
+        }
+    }
+}
