@@ -17,6 +17,26 @@ fn meta(name: &str, o: &Options, extra: Vec<(&str, Y)>) -> Y {
     ])
 }
 
+/// What the inferscale warm-up containers need: little.
+fn small_resources() -> Y {
+    map(vec![
+        (
+            "requests",
+            map(vec![("cpu", s("50m")), ("memory", s("32Mi"))]),
+        ),
+        ("limits", map(vec![("memory", s("128Mi"))])),
+    ])
+}
+
+/// Non-root, read-only, no privilege escalation.
+fn locked_down() -> Y {
+    map(vec![
+        ("runAsNonRoot", Y::Bool(true)),
+        ("readOnlyRootFilesystem", Y::Bool(true)),
+        ("allowPrivilegeEscalation", Y::Bool(false)),
+    ])
+}
+
 /// `servicemonitor.yaml`: Prometheus scrapes vLLM's `/metrics` every 15 s.
 pub fn service_monitor(t: &Thresholds, o: &Options) -> String {
     let y = map(vec![
@@ -186,21 +206,8 @@ pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
             "volumeMounts",
             Y::Seq(vec![map(vec![("name", s("inferscale")), ("mountPath", s("/inferscale"))])]),
         ),
-        (
-            "resources",
-            map(vec![
-                ("requests", map(vec![("cpu", s("50m")), ("memory", s("32Mi"))])),
-                ("limits", map(vec![("memory", s("128Mi"))])),
-            ]),
-        ),
-        (
-            "securityContext",
-            map(vec![
-                ("runAsNonRoot", Y::Bool(true)),
-                ("readOnlyRootFilesystem", Y::Bool(true)),
-                ("allowPrivilegeEscalation", Y::Bool(false)),
-            ]),
-        ),
+        ("resources", small_resources()),
+        ("securityContext", locked_down()),
     ])
     .comment(
         "name",
@@ -378,24 +385,8 @@ pub fn warmup_job(t: &Thresholds, o: &Options) -> String {
                 s("30m"),
             ]),
         ),
-        (
-            "resources",
-            map(vec![
-                (
-                    "requests",
-                    map(vec![("cpu", s("50m")), ("memory", s("32Mi"))]),
-                ),
-                ("limits", map(vec![("memory", s("128Mi"))])),
-            ]),
-        ),
-        (
-            "securityContext",
-            map(vec![
-                ("runAsNonRoot", Y::Bool(true)),
-                ("readOnlyRootFilesystem", Y::Bool(true)),
-                ("allowPrivilegeEscalation", Y::Bool(false)),
-            ]),
-        ),
+        ("resources", small_resources()),
+        ("securityContext", locked_down()),
     ]);
     let y = map(vec![
         ("apiVersion", s("batch/v1")),

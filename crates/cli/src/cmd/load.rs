@@ -231,6 +231,27 @@ pub(crate) struct Resolved {
     pub(crate) max_num_seqs: Option<u32>,
 }
 
+/// One stage per level, each `step` long, with `rest` between them (none after the last).
+fn stepped<T>(
+    levels: &[T],
+    step: Duration,
+    rest: Duration,
+    stage: impl Fn(&T, f64, f64) -> Stage,
+) -> Vec<Stage> {
+    let n = levels.len();
+    levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            stage(
+                l,
+                step.as_secs_f64(),
+                if i + 1 < n { rest.as_secs_f64() } else { 0.0 },
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
     let p = match &a.plan {
         Some(path) => read_plan(path)?,
@@ -268,33 +289,15 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
             if c.is_empty() {
                 bail!("--concurrency needs at least one level");
             }
-            let n = c.len();
-            c.iter()
-                .enumerate()
-                .map(|(i, level)| {
-                    Stage::closed(
-                        *level,
-                        step.as_secs_f64(),
-                        if i + 1 < n { rest.as_secs_f64() } else { 0.0 },
-                    )
-                })
-                .collect()
+            stepped(&c, step, rest, |level, d, r| Stage::closed(*level, d, r))
         }
         (Some(r), _, _) | (None, None, Some(r)) => {
             if r.is_empty() {
                 bail!("--rates needs at least one rate");
             }
-            let n = r.len();
-            r.iter()
-                .enumerate()
-                .map(|(i, rate)| {
-                    Stage::constant(
-                        *rate,
-                        step.as_secs_f64(),
-                        if i + 1 < n { rest.as_secs_f64() } else { 0.0 },
-                    )
-                })
-                .collect()
+            stepped(r, step, rest, |rate, d, rest| {
+                Stage::constant(*rate, d, rest)
+            })
         }
         (None, Some(s), _) => s
             .iter()
