@@ -404,45 +404,6 @@ impl Client {
         }
         Ok(())
     }
-
-    /// `GET path` with a short deadline; the body as text (for `/v1/models` and `/metrics`).
-    pub async fn get(
-        &self,
-        path: &str,
-        timeout: Duration,
-    ) -> Result<(u16, Bytes, Option<String>), String> {
-        let fut = async {
-            let mut c = self.connect().await?;
-            let req = http::Request::get(self.cfg.target.path(path))
-                .header(http::header::HOST, self.cfg.target.authority())
-                .header(
-                    http::header::ACCEPT,
-                    "text/plain;version=0.0.4;q=0.9,*/*;q=0.1",
-                )
-                .body(Full::new(Bytes::new()))
-                .map_err(|e| e.to_string())?;
-            let resp = c
-                .sender
-                .send_request(req)
-                .await
-                .map_err(|e| format!("request failed: {e}"))?;
-            let status = resp.status().as_u16();
-            let ct = resp
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let body = http_body_util::Limited::new(resp.into_body(), self.cfg.max_body)
-                .collect()
-                .await
-                .map_err(|e| format!("reading the body failed: {e}"))?
-                .to_bytes();
-            Ok((status, body, ct))
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .unwrap_or_else(|_| Err(format!("timed out after {timeout:?}")))
-    }
 }
 
 /// A `GET` with no pool, for one-off scrapes of any URL.

@@ -139,16 +139,14 @@ fn api_of(a: ApiArg) -> Api {
 
 /// The server's models, from `/v1/models`.
 pub(crate) async fn models(target: &Target) -> Result<Vec<String>> {
-    let client = Client::new(ClientConfig {
-        target: target.clone(),
-        reuse: false,
-        timeout: Duration::from_secs(10),
-        max_body: 4 << 20,
-    });
-    let (status, body, _) = client
-        .get("/v1/models", Duration::from_secs(10))
-        .await
-        .map_err(|e| anyhow!("{} does not answer: {e}", target.url))?;
+    let (status, body, _) = inferscale_loadgen::transport::get_once(
+        &target.with_path("/v1/models"),
+        "application/json",
+        Duration::from_secs(10),
+        4 << 20,
+    )
+    .await
+    .map_err(|e| anyhow!("{} does not answer: {e}", target.url))?;
     if status != 200 {
         bail!(
             "{}/v1/models answered HTTP {status}; is this an OpenAI-compatible server?",
