@@ -103,13 +103,14 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
             }),
             client: ClientStep {
                 lag_p50_s: Some(1e-4),
+                lag_p95_s: Some(if st.client_limited { 0.01 } else { 2e-4 }),
                 lag_p99_s: Some(if st.client_limited { 0.02 } else { 3e-4 }),
                 lag_max_s: Some(1e-3),
                 cpu_s: 1.0,
                 client_limited: st.client_limited,
                 reason: st
                     .client_limited
-                    .then(|| "schedule lag p99 20.0 ms > 5 ms".into()),
+                    .then(|| "schedule lag p95 10.0 ms > 5 ms".into()),
             },
         });
         for (k, q) in st.queue.iter().enumerate() {

@@ -43,6 +43,9 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
         .args(["run", "--out", out.to_str().unwrap()])
         .output()
         .unwrap();
+    if o.status.code() != Some(0) {
+        machine_held_the_speedup(&out.join("run.json"));
+    }
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let t = json(&out.join("thresholds.json"));
     assert_eq!(t["version"], 1);
@@ -69,6 +72,9 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
     }
     let run = json(&out.join("run.json"));
     assert_eq!(run["warmup"]["requests"], 100);
+    // The embedded simulator recorded that it held its clock.
+    assert_eq!(run["target"]["simulated"]["clock_held"], true, "{run:#}");
+    assert!(run["target"]["simulated"]["clock_lag"]["releases"].as_u64() > Some(100_000));
     assert_eq!(run["steps"].as_array().unwrap().len(), 7);
     assert_eq!(
         run["target"]["simulated"]["profile"],
@@ -96,6 +102,37 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
         "{text}"
     );
     assert!(text.contains("report.html"));
+}
+
+/// Fails, naming the machine as the cause, when a run that did not succeed was client-limited
+/// or its embedded simulator fell behind its clock; returns when neither happened (the failure
+/// is then the code's, and the caller's assertion shows it).
+fn machine_held_the_speedup(run_json: &Path) {
+    let Ok(bytes) = std::fs::read(run_json) else {
+        return;
+    };
+    let Ok(run) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return;
+    };
+    let speedup = &run["plan"]["speedup"];
+    for st in run["steps"].as_array().into_iter().flatten() {
+        assert!(
+            st["client"]["client_limited"] != true,
+            "the client could not keep the schedule in step {} ({} req/s): {}; this machine is \
+             too slow (or too busy) for the test's {speedup}× speed-up, which is not a fault in \
+             the code",
+            st["index"],
+            st["target_rps"],
+            st["client"]["reason"]
+        );
+    }
+    let sim = &run["target"]["simulated"];
+    assert!(
+        sim["clock_held"] != false,
+        "the embedded simulator could not keep its clock ({}); this machine is too slow (or too \
+         busy) for the test's {speedup}× speed-up, which is not a fault in the code",
+        sim["clock_lag"]
+    );
 }
 
 fn chromium() -> PathBuf {

@@ -78,6 +78,7 @@ async fn inferscale_and_k6_agree_on_rate_and_median_latency() {
     let ours = inferscale_loadgen::run(lc, None, |_| {}, std::future::pending())
         .await
         .unwrap();
+    sim.assert_held(&ours.report, 5.0);
     let st = &ours.report.steps[0];
     let ours_rate = st.requests.ok as f64 / secs;
     let ours_p50 = st.latency_s.e2e.p50.unwrap();

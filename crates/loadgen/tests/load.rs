@@ -121,6 +121,7 @@ async fn the_seeds_plan_shows_the_queue_jump_at_60_req_s() {
     )
     .await
     .unwrap();
+    sim.assert_held(&out.report, speedup);
     let json = serde_json::to_value(&out.report).unwrap();
     let queue_p95 = |i: usize| {
         json["steps"][i]["server"]["queue_depth"]["p95"]
@@ -236,8 +237,9 @@ async fn a_closed_loop_keeps_its_concurrency() {
             "step {}: {running} running",
             step.index
         );
-        // No schedule to lag behind: each request goes when its predecessor ends.
-        assert!(step.client.lag_p99_s.unwrap() < 0.005);
+        // No schedule to lag behind: each request goes when its predecessor ends. (The median:
+        // the first step holds only about ten requests, so its p99 is one pause of the VM.)
+        assert!(step.client.lag_p50_s.unwrap() < 0.005);
     }
     // Never more than 8 in flight at once, seen from the client's own records.
     let mut edges: Vec<(f64, i32)> = out

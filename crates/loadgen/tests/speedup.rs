@@ -38,6 +38,7 @@ async fn real_time_and_the_default_speedup_agree_on_p95_per_step() {
         )
         .await
         .unwrap();
+        sim.assert_held(&out.report, k);
         for s in &out.report.steps {
             assert_eq!(s.requests.ok, s.requests.scheduled, "speed-up {k}");
         }

@@ -122,14 +122,19 @@ pub struct ServerStep {
 pub struct ClientStep {
     /// Median of actual − intended send time.
     pub lag_p50_s: Option<f64>,
+    /// 95th percentile: what decides whether the client kept the schedule (absent in files
+    /// written before it was recorded).
+    #[serde(default)]
+    pub lag_p95_s: Option<f64>,
     /// 99th percentile.
     pub lag_p99_s: Option<f64>,
     /// Largest.
     pub lag_max_s: Option<f64>,
     /// CPU seconds the load generator used during the step (wall CPU time, not scaled).
     pub cpu_s: f64,
-    /// The client, not the server, limited the measurement (lag p99 > 5 ms, or drops while the
-    /// server's queue p95 stayed under 5); such a step cannot show a server saturation.
+    /// The client, not the server, limited the measurement (lag p95 > 5 ms: more than one
+    /// request in twenty sent over 5 ms late; or drops while the server's queue p95 stayed
+    /// under 5); such a step cannot show a server saturation.
     pub client_limited: bool,
     /// Why, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,6 +26,7 @@
 mod access;
 mod dcgm;
 mod faults;
+pub mod lag;
 mod metrics;
 mod replica;
 mod server;
@@ -36,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use faults::{Fate, Faults};
+pub use lag::{ClockLag, LagMeter};
 pub use replica::Clock;
 pub use tokens::{count_chat, count_text};
 
@@ -86,6 +88,7 @@ pub struct Sim {
     plan: MemoryPlan,
     load_time: f64,
     access: Option<Arc<access::AccessLog>>,
+    lag: LagMeter,
 }
 
 impl Sim {
@@ -105,14 +108,16 @@ impl Sim {
                 access::AccessLog::create(p).map_err(|e| SimError::AccessLog(p.clone(), e))?,
             )),
         };
+        let lag = LagMeter::default();
         for i in 0..replicas.max(1) {
             let mut ec = cfg.engine.clone();
             ec.seed = inferscale_engine::mix(&[cfg.engine.seed, i as u64]);
             let engine = Engine::new(ec).map_err(SimError::Memory)?;
             plan.get_or_insert(*engine.memory());
             let clock = Clock::new(cfg.speedup);
-            let handle = replica::EngineHandle::spawn(engine, clock, format!("engine-{i}"))
-                .map_err(SimError::Thread)?;
+            let handle =
+                replica::EngineHandle::spawn(engine, clock, format!("engine-{i}"), lag.clone())
+                    .map_err(SimError::Thread)?;
             out.push(Arc::new(server::Replica::new(
                 i,
                 Arc::clone(&cfg),
@@ -128,7 +133,15 @@ impl Sim {
             plan,
             load_time,
             access,
+            lag,
         })
+    }
+
+    /// How late the engine threads have released what they computed, across every replica:
+    /// keep the handle before [`Sim::serve`] consumes the simulator, and read it after a run
+    /// to know whether the machine held the speed-up.
+    pub fn lag_meter(&self) -> LagMeter {
+        self.lag.clone()
     }
 
     /// The KV-cache layout of each replica.

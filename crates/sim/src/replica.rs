@@ -15,6 +15,8 @@ use inferscale_engine::stats::{FinishReason, Stats};
 use inferscale_engine::{Engine, Event, EventKind, RequestSpec};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::lag::{Batch, LagMeter};
+
 /// Maps the wall clock to the engine's simulated seconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -121,15 +123,21 @@ pub(crate) struct Core {
     sinks: HashMap<u64, (u64, mpsc::UnboundedSender<Update>)>,
     ids: HashMap<u64, u64>,
     events: Vec<Event>,
+    /// Where release lateness goes, with the speed-up that turns it into wall time (`None`
+    /// when run inline: nothing there waits for a clock).
+    lag: Option<(LagMeter, f64)>,
+    batch: Batch,
 }
 
 impl Core {
-    fn new(engine: Engine) -> Self {
+    fn new(engine: Engine, lag: Option<(LagMeter, f64)>) -> Self {
         Core {
             engine,
             sinks: HashMap::new(),
             ids: HashMap::new(),
             events: Vec::new(),
+            lag,
+            batch: Batch::default(),
         }
     }
 
@@ -152,6 +160,12 @@ impl Core {
     /// Runs the engine up to `now` and hands every event to its request.
     fn advance(&mut self, now: f64) {
         self.engine.advance(now, &mut self.events);
+        if let Some((meter, speedup)) = &self.lag {
+            for e in &self.events {
+                self.batch.record((now - e.t) / speedup);
+            }
+            meter.publish(&mut self.batch);
+        }
         let mut gone = Vec::new();
         for e in self.events.drain(..) {
             let Some((key, tx)) = self.sinks.get(&e.id) else {
@@ -193,8 +207,8 @@ impl Core {
 }
 
 /// Runs the engine until every sender of `commands` is gone.
-pub(crate) fn run(engine: Engine, commands: Receiver<Command>, clock: Clock) {
-    let mut core = Core::new(engine);
+pub(crate) fn run(engine: Engine, commands: Receiver<Command>, clock: Clock, lag: LagMeter) {
+    let mut core = Core::new(engine, Some((lag, clock.speedup())));
     let mut pending: Vec<Command> = Vec::new();
     loop {
         let now = clock.now();
@@ -239,17 +253,18 @@ impl EngineHandle {
         engine: Engine,
         clock: Clock,
         name: String,
+        lag: LagMeter,
     ) -> std::io::Result<EngineHandle> {
         if engine.cost_model().is_instant() {
             return Ok(EngineHandle::Inline(
-                Arc::new(Mutex::new(Core::new(engine))),
+                Arc::new(Mutex::new(Core::new(engine, None))),
                 clock,
             ));
         }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name(name)
-            .spawn(move || run(engine, rx, clock))?;
+            .spawn(move || run(engine, rx, clock, lag))?;
         Ok(EngineHandle::Thread(tx))
     }
 

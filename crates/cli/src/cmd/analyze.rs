@@ -66,6 +66,18 @@ pub(crate) fn degraded(run: &RunReport, a: &Analysis) -> bool {
     run.interrupted
         || a.thresholds.is_err()
         || matches!(a.saturation.status, Status::ClientLimited | Status::NoData)
+        || simulator_fell_behind(run)
+}
+
+/// Whether the embedded simulator recorded that it could not hold its speed-up (its
+/// latencies are then overstated by the machine, not computed by the model).
+pub(crate) fn simulator_fell_behind(run: &RunReport) -> bool {
+    run.target
+        .simulated
+        .as_ref()
+        .and_then(|s| s.get("clock_held"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(false)
 }
 
 /// Runs the command.

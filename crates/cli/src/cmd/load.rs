@@ -227,6 +227,9 @@ pub(crate) struct Resolved {
     pub(crate) simulated: Option<serde_json::Value>,
     /// The target's `max_num_seqs`, when known.
     pub(crate) max_num_seqs: Option<u32>,
+    /// The embedded simulator's clock-lag meter: read after the load, recorded in run.json,
+    /// and a warning when the machine did not hold the speed-up.
+    pub(crate) sim_lag: Option<inferscale_sim::LagMeter>,
 }
 
 /// One stage per level, each `step` long, with `rest` between them (none after the last).
@@ -462,6 +465,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         warmup: a.warmup.or(p.warmup).unwrap_or(0),
         thresholds,
         simulated: None,
+        sim_lag: None,
         max_num_seqs: None,
     })
 }
@@ -664,6 +668,20 @@ pub(crate) async fn execute(
     let mut report = output.report;
     report.warmup = warmup;
     report.target.simulated = r.simulated.take();
+    if let (Some(meter), Some(serde_json::Value::Object(sim))) =
+        (&r.sim_lag, report.target.simulated.as_mut())
+    {
+        let lag = meter.read();
+        if !quiet && !lag.held() {
+            eprintln!(
+                "warning: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so latencies are overstated; use a release build or a lower --speedup",
+                lag.describe(),
+                r.config.speedup
+            );
+        }
+        sim.insert("clock_lag".into(), serde_json::to_value(lag)?);
+        sim.insert("clock_held".into(), lag.held().into());
+    }
     report.target.max_num_seqs = r.max_num_seqs;
     report.thresholds = thresholds
         .iter()

@@ -21,7 +21,13 @@ pub(crate) const DEFAULT_PROFILE: &str = "aws-eks-ministral-8b-l40s";
 /// An embedded simulator on loopback, stopped when dropped.
 struct Embedded {
     url: String,
+    lag: inferscale_sim::LagMeter,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Whether this binary was built without optimisation (`cargo run` without `--release`).
+fn unoptimised() -> bool {
+    env!("INFERSCALE_OPT_LEVEL") == "0"
 }
 
 async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimConfig)> {
@@ -32,6 +38,7 @@ async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimCon
     let mut cfg = SimConfig::new(engine, name);
     cfg.speedup = speedup;
     let sim = Sim::start(cfg.clone(), 1).map_err(|e| anyhow!("{e}"))?;
+    let lag = sim.lag_meter();
     let load_s = sim.load_time_s();
     let listener =
         inferscale_sim::listen(([127, 0, 0, 1], 0).into()).context("cannot listen on 127.0.0.1")?;
@@ -66,7 +73,14 @@ async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimCon
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok((Embedded { url, _stop: tx }, cfg))
+    Ok((
+        Embedded {
+            url,
+            lag,
+            _stop: tx,
+        },
+        cfg,
+    ))
 }
 
 fn check_out_dir(dir: &Path) -> Result<()> {
@@ -98,6 +112,11 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             None => {
                 let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
                 let k = a.speedup.unwrap_or(DEFAULT_SPEEDUP);
+                if unoptimised() && k > 1.0 {
+                    eprintln!(
+                        "warning: this is an unoptimised build; the embedded simulator and the client may not hold a {k}× speed-up on this machine (the run will say so if they did not): build with `cargo run --release -- run`, or pass --speedup 1"
+                    );
+                }
                 let (e, cfg) = start_embedded(profile, k).await?;
                 let url = e.url.clone();
                 embedded = Some(e);
@@ -129,6 +148,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
                 "speedup": speedup,
             }));
             resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
+            resolved.sim_lag = embedded.as_ref().map(|e| e.lag.clone());
         }
         let out = load::execute(resolved, &args.out, None, false).await?;
         drop(embedded);
@@ -171,6 +191,19 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             "These numbers come from the embedded simulator at {}× speed-up; point --url at a real server to measure it.\n",
             report.plan.speedup
         ));
+        if analyze::simulator_fell_behind(&report) {
+            let lag = report
+                .target
+                .simulated
+                .as_ref()
+                .and_then(|s| s.get("clock_lag"))
+                .and_then(|l| serde_json::from_value::<inferscale_sim::ClockLag>(l.clone()).ok());
+            text.push_str(&format!(
+                "NOT HELD: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so the latencies above are overstated by the machine, not computed by the model. Rerun with a release build (`cargo run --release -- run`) or a lower --speedup.\n",
+                lag.map_or_else(|| "release lag not recorded".into(), |l| l.describe()),
+                report.plan.speedup
+            ));
+        }
     }
     emit(&text)?;
     Ok(if analyze::degraded(&report, &written.analysis) {
