@@ -157,16 +157,30 @@ pub struct Thresholds {
 }
 
 /// Why thresholds could not be derived.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ThresholdError(pub String);
-
-impl std::fmt::Display for ThresholdError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThresholdError {
+    /// Even the lowest rate saturated the server.
+    #[error(
+        "no step was sustained (the first, at {first_saturated_rps} req/s, already saturated): rerun with lower rates"
+    )]
+    SaturatedFromStart {
+        /// The lowest rate tried.
+        first_saturated_rps: f64,
+    },
+    /// No sustained step for another reason (client-limited, no data, an interrupted run).
+    #[error("no sustained step to measure thresholds at: {summary}")]
+    NoSustainedStep {
+        /// The saturation finding, in words.
+        summary: String,
+    },
+    /// The healthy step measured no end-to-end latency, on either side.
+    #[error("the healthy step ({rps} req/s) has no e2e latency")]
+    NoLatency {
+        /// Its offered rate.
+        rps: f64,
+    },
 }
-
-impl std::error::Error for ThresholdError {}
 
 /// Rounds up to a readable value: tenths below 2 s, halves below 10 s, whole seconds above.
 pub fn nice_up(x: f64) -> f64 {
@@ -199,16 +213,14 @@ pub fn thresholds(
     peak_rps: Option<f64>,
 ) -> Result<Thresholds, ThresholdError> {
     let Some(h) = sat.healthy_step.and_then(|h| run.steps.get(h)) else {
-        return Err(ThresholdError(match sat.status {
-            Status::SaturatedFromStart => format!(
-                "no step was sustained (the first, at {} req/s, already saturated): rerun with lower rates",
-                sat.first_saturated_rps.unwrap_or(0.0)
-            ),
-            _ => format!(
-                "no sustained step to measure thresholds at: {}",
-                sat.summary
-            ),
-        }));
+        return Err(match sat.status {
+            Status::SaturatedFromStart => ThresholdError::SaturatedFromStart {
+                first_saturated_rps: sat.first_saturated_rps.unwrap_or(0.0),
+            },
+            _ => ThresholdError::NoSustainedStep {
+                summary: sat.summary.clone(),
+            },
+        });
     };
     let mut rationale = BTreeMap::new();
     let mut warnings = Vec::new();
@@ -217,7 +229,7 @@ pub fn thresholds(
         .e2e
         .p95
         .or(h.server.as_ref().and_then(|s| s.e2e_p95_s))
-        .ok_or_else(|| ThresholdError("the healthy step has no e2e latency".into()))?;
+        .ok_or(ThresholdError::NoLatency { rps: h.target_rps })?;
     let healthy = Healthy {
         step_rps: h.target_rps,
         p95_e2e_seconds: hp95,

@@ -257,7 +257,7 @@ fn saturated_from_the_start() {
     assert_eq!(a.saturation.first_saturated_rps, Some(100.0));
     assert!((a.saturation.capacity_rps.unwrap() - 55.5).abs() < 0.6);
     let e = a.thresholds.unwrap_err();
-    assert!(e.0.contains("lower rates"), "{e}");
+    assert!(e.to_string().contains("lower rates"), "{e}");
 }
 
 #[test]
@@ -297,11 +297,18 @@ fn bad_files_are_named() {
     let good = serde_json::to_string(&build(knee(), true)).unwrap();
     assert!(read_run(&good).is_ok());
     let e = read_run(&good[..good.len() / 2]).unwrap_err();
-    assert!(e.0.contains("truncated"), "{e}");
+    assert!(e.to_string().contains("truncated"), "{e}");
     let e = read_run(&good.replacen("\"version\":1", "\"version\":7", 1)).unwrap_err();
-    assert!(e.0.contains("version 7"), "{e}");
+    assert!(e.to_string().contains("version 7"), "{e}");
     let e = read_run("{\"steps\": []}").unwrap_err();
-    assert!(e.0.contains("version"), "{e}");
+    assert!(e.to_string().contains("version"), "{e}");
+    let e = read_run("{\"version\": \"1\"}").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("\"version\" is \"1\", not a whole number"),
+        "{e}"
+    );
     let e = read_run(&good.replacen("\"steps\"", "\"stepz\"", 1)).unwrap_err();
-    assert!(e.0.contains("steps"), "{e}");
+    let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+    assert!(chain.contains("steps"), "{chain}");
 }

@@ -13,7 +13,7 @@ use crate::units::{parse_duration, parse_size};
     name = "inferscale",
     version,
     about = "Measure, monitor and autoscale LLM inference deployments (vLLM and other OpenAI-compatible engines)",
-    after_help = "Exit codes: 0 success; 1 a check failed (invalid exposition, threshold breached); 2 usage or input error."
+    after_help = crate::exit::TABLE
 )]
 pub(crate) struct Cli {
     /// The command to run.
@@ -39,6 +39,38 @@ pub(crate) enum Command {
     Run(Box<RunArgs>),
     /// Write KEDA, alerting, dashboard and Deployment configuration from thresholds.json.
     Generate(Box<GenerateArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
+    #[command(after_help = "\
+Examples:
+  inferscale completions bash > /etc/bash_completion.d/inferscale
+  inferscale completions zsh > \"${fpath[1]}/_inferscale\"
+  inferscale completions fish > ~/.config/fish/completions/inferscale.fish")]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) to standard output: `inferscale man | man -l -`.
+    Man,
+}
+
+/// `inferscale completions`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// Credentials for the server (shared by `warmup`, `load` and `run`). Never on the command
+/// line: from the environment or files.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct AuthArgs {
+    /// A file holding the server's API key (vLLM's `--api-key`), sent as `Authorization:
+    /// Bearer`. Default: the OPENAI_API_KEY environment variable, when set. A key is never
+    /// taken on the command line and never written to run.json, a report or a log.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) api_key_file: Option<std::path::PathBuf>,
+    /// A file of extra headers a gateway wants, one `Name: value` per line (`#` comments);
+    /// their values are treated as secrets.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) header_file: Option<std::path::PathBuf>,
 }
 
 /// The names a cluster has (shared by `generate` and `run`).
@@ -191,7 +223,7 @@ Examples:
 
 Output: run.json, thresholds.json and report.html in --out.
 Exit codes: 0 done; 1 done, but the analysis could not derive thresholds or the run was
-partial; 2 usage error or unreachable server.")]
+partial; 2 usage error or unreachable server; 3 a failure after the measurement (it is kept).")]
 pub(crate) struct RunArgs {
     /// The server's base URL (default: start the embedded simulator).
     #[arg(long, value_name = "URL")]
@@ -232,6 +264,9 @@ pub(crate) struct RunArgs {
     /// The cluster's names, for the manifests written into OUT/manifests.
     #[command(flatten)]
     pub(crate) cluster: ClusterArgs,
+    /// Credentials for --url.
+    #[command(flatten)]
+    pub(crate) auth: AuthArgs,
 }
 
 /// The exposition format to assume.
@@ -287,6 +322,11 @@ pub(crate) struct ScrapeArgs {
     /// Refuse bodies larger than this.
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
     pub(crate) max_body: usize,
+
+    /// A file holding a bearer token sent with every scrape (as Prometheus' scrape config
+    /// takes `bearer_token_file`); never on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) bearer_token_file: Option<std::path::PathBuf>,
 }
 
 /// `inferscale sim`.
@@ -400,6 +440,12 @@ pub(crate) struct SimArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) access_log: Option<std::path::PathBuf>,
 
+    /// Require the API key in this file on /v1/* (vLLM's --api-key: `Authorization: Bearer
+    /// KEY`, else 401). Default: the VLLM_API_KEY environment variable, as vLLM reads it. Never
+    /// on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) api_key_file: Option<std::path::PathBuf>,
+
     /// Fraction of requests answered with HTTP 500.
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub(crate) fault_500_rate: f64,
@@ -486,6 +532,9 @@ pub(crate) struct WarmupArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Credentials for the server.
+    #[command(flatten)]
+    pub(crate) auth: AuthArgs,
 }
 
 /// `inferscale load`.
@@ -605,4 +654,7 @@ pub(crate) struct LoadArgs {
     /// Print the result as JSON (run.json's content) instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Credentials for the server.
+    #[command(flatten)]
+    pub(crate) auth: AuthArgs,
 }

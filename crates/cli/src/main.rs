@@ -1,10 +1,12 @@
 //! The `inferscale` binary: parses the command line, runs the command, and owns exit codes.
 //!
-//! Exit codes: 0 success; 1 a check failed (an invalid exposition, a breached threshold);
-//! 2 a usage or input error (bad flags, unreachable targets, unreadable files).
+//! Exit codes: see [`exit`] (0 success; 1 a check failed; 2 usage or input error; 3 a failure
+//! after work began, partial results kept).
 
 mod cli;
 mod cmd;
+mod credentials;
+mod exit;
 mod output;
 mod units;
 
@@ -22,13 +24,15 @@ fn main() -> ExitCode {
         cli::Command::Analyze(args) => cmd::analyze::run(&args),
         cli::Command::Run(args) => cmd::run::run(&args),
         cli::Command::Generate(args) => cmd::generate::run(&args),
+        cli::Command::Completions(args) => cmd::docs::completions(args.shell),
+        cli::Command::Man => cmd::docs::man(),
     };
     match result {
         Ok(code) => code,
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::from(exit::SUCCESS),
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit::code(&e))
         }
     }
 }

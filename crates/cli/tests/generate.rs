@@ -8,31 +8,16 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn inferscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inferscale"))
-}
+mod common;
 
-fn program(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)")
-        })
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{inferscale, stderr};
+use inferscale_testkit::{Reap, program};
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("inferscale-cli-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::tmp("gen", name)
 }
 
 fn fixture() -> PathBuf {
@@ -45,16 +30,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// Kills a child when the test ends.
-struct Reap(Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn generate(out: &Path, extra: &[&str]) -> Output {
@@ -105,12 +80,14 @@ fn promtool_checks_the_rules_and_passes_the_generated_tests() {
         stderr(&test)
     );
     // The PrometheusRule object carries the same group.
-    let rule: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheusrule.yaml")).unwrap())
-            .unwrap();
-    let plain: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap())
-            .unwrap();
+    let rule: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(out.join("prometheusrule.yaml")).unwrap(),
+    )
+    .unwrap();
+    let plain: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(rule["spec"]["groups"], plain["groups"]);
 }
 
@@ -363,9 +340,10 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     }
     std::thread::sleep(Duration::from_secs(3));
 
-    let so: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(out.join("scaledobject.yaml")).unwrap())
-            .unwrap();
+    let so: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(out.join("scaledobject.yaml")).unwrap(),
+    )
+    .unwrap();
     let so_queries: Vec<String> = so["spec"]["triggers"]
         .as_array()
         .unwrap()
@@ -429,9 +407,10 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
             empty.push(format!("dashboard: {q}"));
         }
     }
-    let rules: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap())
-            .unwrap();
+    let rules: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap(),
+    )
+    .unwrap();
     let mut alerts = Vec::new();
     exprs(&rules, &mut alerts);
     assert_eq!(alerts.len(), 9);

@@ -5,64 +5,19 @@
 // A panic in a test is a failed assertion.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 
-fn inferscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inferscale"))
-}
+mod common;
 
-/// A simulator child process, killed when the test ends.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sim(args: &[&str]) -> Sim {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = inferscale()
-        .args(["sim", "--listen", &format!("127.0.0.1:{port}")])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    for line in BufReader::new(out).lines() {
-        if line.unwrap().contains("stop with Ctrl-C") {
-            break;
-        }
-    }
-    Sim {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
+use common::{inferscale, sim, stderr};
 
 fn run(args: &[&str]) -> Output {
     inferscale().args(args).output().unwrap()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("inferscale-cli-load-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::tmp("load", name)
 }
 
 #[test]

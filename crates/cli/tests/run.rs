@@ -5,28 +5,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn inferscale() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_inferscale"))
-}
+mod common;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{inferscale, stderr, stdout, workspace};
+use inferscale_testkit::program_any;
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("inferscale-cli-run-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    common::tmp("run", name)
 }
 
 fn json(path: &Path) -> serde_json::Value {
@@ -136,14 +123,7 @@ fn machine_held_the_speedup(run_json: &Path) {
 }
 
 fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("Chromium is not installed; ./scripts/test installs it (this test never skips)")
-        })
+    program_any(&["chromium", "chromium-browser", "google-chrome"])
 }
 
 /// The report opens in headless Chromium: every chart drawn, no console errors; a screenshot

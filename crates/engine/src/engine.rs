@@ -311,6 +311,10 @@ pub struct Engine {
     clock: f64,
     seen_prefill: bool,
     seen_decode: bool,
+    /// Whether [`Engine::advance`] reports every output token (`true`, what a server needs to
+    /// stream) or only finished requests (a statistics-only rehearsal: the counters and
+    /// histograms are the same, the events a hundred times fewer).
+    token_events: bool,
 }
 
 impl Engine {
@@ -332,8 +336,15 @@ impl Engine {
             clock: cfg.warmup.idle_clock_fraction.clamp(0.05, 1.0),
             seen_prefill: false,
             seen_decode: false,
+            token_events: true,
             cfg,
         })
+    }
+
+    /// Reports every output token as an event (the default) or, with `false`, only requests
+    /// that finished. What the engine computes and counts is the same either way.
+    pub fn set_token_events(&mut self, on: bool) {
+        self.token_events = on;
     }
 
     /// The configuration.
@@ -696,13 +707,15 @@ impl Engine {
                 Some(_) => self.stats.itl.observe(t - r.last_token),
             }
             r.last_token = t;
-            events.push(Event {
-                id: r.id,
-                t,
-                kind: EventKind::Token,
-                output_tokens: r.output,
-                prompt_tokens: r.prompt,
-            });
+            if self.token_events {
+                events.push(Event {
+                    id: r.id,
+                    t,
+                    kind: EventKind::Token,
+                    output_tokens: r.output,
+                    prompt_tokens: r.prompt,
+                });
+            }
             if let Some((n, reason)) = r.cut
                 && r.output >= n
             {

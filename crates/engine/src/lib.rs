@@ -22,6 +22,7 @@
 
 pub mod cost;
 mod engine;
+pub mod fleet;
 pub mod hardware;
 pub mod kv;
 pub mod model;

@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use inferscale_engine::{Engine, EventKind, RequestSpec, profile};
+use inferscale_engine::fleet::{Every, Fleet, Notice, Routing, drive};
+use inferscale_engine::{RequestSpec, profile};
 
 /// What one constant-rate step showed.
 #[derive(Debug)]
@@ -26,73 +27,75 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 }
 
 /// Warm-up (100 sequential requests), then each rate for `step` seconds with `rest` seconds
-/// between, constant arrivals, the seeds' request (35 prompt tokens by the simulator's rule, max_tokens 100).
+/// between, constant arrivals, the seeds' request (35 prompt tokens by the simulator's rule,
+/// max_tokens 100), on a one-replica fleet driven in virtual time with a scrape every second.
 fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>) {
-    let mut engine = Engine::new(profile("aws-eks-ministral-8b-l40s").unwrap()).unwrap();
+    let mut fleet = Fleet::new(
+        profile("aws-eks-ministral-8b-l40s").unwrap(),
+        1,
+        Routing::RoundRobin,
+    )
+    .unwrap();
+    fleet.set_token_events(false);
     let spec = RequestSpec {
         prompt_tokens: 34,
         max_tokens: 100,
         ignore_eos: false,
     };
-    let mut events = Vec::new();
+    // Warm-up: each request sent when the previous one finished (a closed loop of one). Every
+    // warm-up request generates all 100 tokens, so that the first and the steady ones differ
+    // only by what warming up costs, not by the output lengths the engine happened to draw.
+    let warm = RequestSpec {
+        ignore_eos: true,
+        ..spec
+    };
     let mut t = 0.0;
     let mut warmup = Vec::new();
     for _ in 0..100 {
-        let id = engine.submit(spec, t);
-        loop {
-            let next = engine.next_event_time().unwrap();
-            events.clear();
-            engine.advance(next, &mut events);
-            if let Some(e) = events
-                .iter()
-                .find(|e| e.id == id && matches!(e.kind, EventKind::Finished(_)))
-            {
-                warmup.push(e.t - t);
-                t = e.t;
-                break;
-            }
+        drive(&mut fleet, [(t, warm)], t, &mut [], |_| {});
+        let mut end = None;
+        while end.is_none() {
+            let next = fleet.next_event_time().unwrap();
+            drive(&mut fleet, [], next, &mut [], |n| {
+                end = end.or(n.finished().map(|f| f.2));
+            });
         }
+        let e = end.unwrap();
+        warmup.push(e - t);
+        t = e;
     }
     let mut results = Vec::new();
     for &rate in rates {
         t += rest;
         let start = t;
-        let n = (rate * step).round() as usize;
-        let mut arrivals = HashMap::new();
-        let mut e2e = Vec::new();
-        let mut queue = Vec::new();
-        let mut next_sample = start;
-        for i in 0..n {
-            let at = start + i as f64 / rate;
-            while next_sample <= at {
-                events.clear();
-                engine.advance(next_sample, &mut events);
-                collect(&events, &mut arrivals, &mut e2e);
-                queue.push(f64::from(engine.stats().waiting));
-                next_sample += 1.0;
-            }
-            events.clear();
-            engine.advance(at, &mut events);
-            collect(&events, &mut arrivals, &mut e2e);
-            let id = engine.submit(spec, at);
-            arrivals.insert(id, at);
-        }
         let end = start + step;
-        while next_sample <= end {
-            events.clear();
-            engine.advance(next_sample, &mut events);
-            collect(&events, &mut arrivals, &mut e2e);
-            queue.push(f64::from(engine.stats().waiting));
-            next_sample += 1.0;
-        }
+        let n = (rate * step).round() as usize;
+        let arrivals = (0..n).map(|i| (start + i as f64 / rate, spec));
+        let mut arrived: HashMap<u64, f64> = HashMap::new();
+        let mut e2e = Vec::new();
+        let mut latency = |n: Notice| match n {
+            Notice::Arrived { t, routed } => {
+                arrived.insert(routed.unwrap().id, t);
+            }
+            other => {
+                if let Some((_, id, at)) = other.finished()
+                    && let Some(a) = arrived.remove(&id)
+                {
+                    e2e.push(at - a);
+                }
+            }
+        };
+        let mut queue = Vec::new();
+        let mut scrape = Every::starting(start, 1.0, |_t, f: &mut Fleet| {
+            queue.push(f64::from(f.waiting()));
+        });
+        drive(&mut fleet, arrivals, end, &mut [&mut scrape], &mut latency);
         // Let the step's requests finish (they belong to the step).
-        while !arrivals.is_empty() {
-            let next = engine.next_event_time().unwrap();
-            events.clear();
-            engine.advance(next, &mut events);
-            collect(&events, &mut arrivals, &mut e2e);
+        while fleet.next_event_time().is_some() {
+            let next = fleet.next_event_time().unwrap();
+            drive(&mut fleet, [], next, &mut [], &mut latency);
         }
-        t = engine.now().max(end);
+        t = fleet.now().max(end);
         let completed = e2e.len();
         results.push(StepResult {
             rate,
@@ -103,20 +106,6 @@ fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>
         });
     }
     (warmup, results)
-}
-
-fn collect(
-    events: &[inferscale_engine::Event],
-    arrivals: &mut HashMap<u64, f64>,
-    e2e: &mut Vec<f64>,
-) {
-    for e in events {
-        if let EventKind::Finished(_) = e.kind
-            && let Some(a) = arrivals.remove(&e.id)
-        {
-            e2e.push(e.t - a);
-        }
-    }
 }
 
 #[test]

@@ -14,6 +14,8 @@
 //! a slow client can hide queueing (no coordinated omission); every scheduled request ends in
 //! exactly one outcome: ok, http_error, timeout, connect_error, stream_error or dropped.
 
+pub mod auth;
+pub mod discover;
 pub mod prompt;
 pub mod record;
 pub mod report;
@@ -24,5 +26,6 @@ pub mod target;
 pub mod threshold;
 pub mod transport;
 
+pub use auth::{Auth, AuthError};
 pub use run::{LoadConfig, LoadError, LoadOutput, Progress, Tick, run, warmup};
-pub use target::Target;
+pub use target::{Target, UrlError};

@@ -72,11 +72,68 @@ struct Entry {
     output_tokens: Option<u32>,
 }
 
+/// Why a dataset cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// A ShareGPT file that is not JSON.
+    #[error("{name}: not valid JSON")]
+    Json {
+        /// The dataset's name (its path).
+        name: String,
+        /// Where it breaks.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A JSONL line that is not JSON.
+    #[error("{name}:{line}: not valid JSON")]
+    LineJson {
+        /// The dataset's name.
+        name: String,
+        /// 1-based.
+        line: usize,
+        /// Where it breaks.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A ShareGPT entry without conversations.
+    #[error("{name}: entry {entry} has no \"conversations\" array (expected ShareGPT format)")]
+    NotShareGpt {
+        /// The dataset's name.
+        name: String,
+        /// 0-based.
+        entry: usize,
+    },
+    /// A JSONL line with neither a prompt nor messages.
+    #[error("{name}:{line}: expected a \"prompt\" string or a \"messages\" array")]
+    NoPrompt {
+        /// The dataset's name.
+        name: String,
+        /// 1-based.
+        line: usize,
+    },
+    /// Nothing usable in the file.
+    #[error("{name}: no prompts found")]
+    Empty {
+        /// The dataset's name.
+        name: String,
+    },
+    /// A request body could not be serialised (a bug: our types always serialise).
+    #[error("cannot serialise a request")]
+    Serialise(#[source] serde_json::Error),
+    /// The plan names a dataset whose text was not passed in.
+    #[error("{name}: the dataset was not read")]
+    NotRead {
+        /// The dataset's name.
+        name: String,
+    },
+}
+
 /// Loads JSONL (`{"prompt": …}` or `{"messages": […]}`, optional `max_tokens` or
 /// `output_tokens` per line) or ShareGPT JSON (an array of `{"conversations": [{"from":
 /// "human", "value": …}, {"from": "gpt", "value": …}]}`; the first human turn is the prompt and
 /// the reply's length, at 1.3 tokens a word, the output length).
-pub fn load_dataset(text: &str, name: &str) -> Result<Vec<(String, Option<u32>)>, String> {
+pub fn load_dataset(text: &str, name: &str) -> Result<Vec<(String, Option<u32>)>, DatasetError> {
     entries(text, name).map(|v| {
         v.into_iter()
             .map(|e| {
@@ -93,18 +150,22 @@ pub fn load_dataset(text: &str, name: &str) -> Result<Vec<(String, Option<u32>)>
     })
 }
 
-fn entries(text: &str, name: &str) -> Result<Vec<Entry>, String> {
+fn entries(text: &str, name: &str) -> Result<Vec<Entry>, DatasetError> {
     let trimmed = text.trim_start();
     let mut out = Vec::new();
     if trimmed.starts_with('[') {
         let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("{name}: not valid JSON: {e}"))?;
+            serde_json::from_str(text).map_err(|source| DatasetError::Json {
+                name: name.to_owned(),
+                source,
+            })?;
         for (i, item) in v.as_array().into_iter().flatten().enumerate() {
             let convs = item.get("conversations").and_then(|c| c.as_array());
             let Some(convs) = convs else {
-                return Err(format!(
-                    "{name}: entry {i} has no \"conversations\" array (expected ShareGPT format)"
-                ));
+                return Err(DatasetError::NotShareGpt {
+                    name: name.to_owned(),
+                    entry: i,
+                });
             };
             let human = convs.iter().find(|c| {
                 matches!(
@@ -141,8 +202,12 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, String> {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: serde_json::Value = serde_json::from_str(line)
-                .map_err(|e| format!("{name}:{}: not valid JSON: {e}", i + 1))?;
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|source| DatasetError::LineJson {
+                    name: name.to_owned(),
+                    line: i + 1,
+                    source,
+                })?;
             let output_tokens = ["max_tokens", "output_tokens", "output_len"]
                 .iter()
                 .find_map(|k| v.get(*k).and_then(|x| x.as_u64()))
@@ -162,10 +227,10 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, String> {
                     })
                     .collect()
             } else {
-                return Err(format!(
-                    "{name}:{}: expected a \"prompt\" string or a \"messages\" array",
-                    i + 1
-                ));
+                return Err(DatasetError::NoPrompt {
+                    name: name.to_owned(),
+                    line: i + 1,
+                });
             };
             out.push(Entry {
                 messages,
@@ -174,7 +239,9 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("{name}: no prompts found"));
+        return Err(DatasetError::Empty {
+            name: name.to_owned(),
+        });
     }
     Ok(out)
 }
@@ -186,12 +253,12 @@ pub fn prepare(
     n: usize,
     seed: u64,
     dataset_text: Option<&str>,
-) -> Result<Vec<Prepared>, String> {
+) -> Result<Vec<Prepared>, DatasetError> {
     let mut rng = Rng::new(seed ^ 0x9E0_9A7);
     let dataset = match (&spec.prompt, dataset_text) {
         (PromptSource::Dataset { path }, Some(t)) => Some(entries(t, path)?),
         (PromptSource::Dataset { path }, None) => {
-            return Err(format!("{path}: the dataset was not read"));
+            return Err(DatasetError::NotRead { name: path.clone() });
         }
         _ => None,
     };
@@ -232,8 +299,8 @@ pub fn prepare(
                     None,
                 )
             }
-            (PromptSource::Dataset { .. }, None) => {
-                return Err("the dataset was not read".to_owned());
+            (PromptSource::Dataset { path }, None) => {
+                return Err(DatasetError::NotRead { name: path.clone() });
             }
         };
         let max_tokens = own_len.unwrap_or_else(|| spec.max_tokens.sample(&mut rng));
@@ -265,7 +332,7 @@ pub fn prepare(
                 ignore_eos,
             }),
         }
-        .map_err(|e| format!("cannot serialise a request: {e}"))?;
+        .map_err(DatasetError::Serialise)?;
         out.push(Prepared {
             body: Bytes::from(body),
             max_tokens,
@@ -339,11 +406,13 @@ mod tests {
         assert!(
             load_dataset("{\"x\":1}", "bad.jsonl")
                 .unwrap_err()
+                .to_string()
                 .contains("bad.jsonl:1")
         );
         assert!(
             load_dataset("not json", "bad.jsonl")
                 .unwrap_err()
+                .to_string()
                 .contains("not valid JSON")
         );
         let p = prepare(

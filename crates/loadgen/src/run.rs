@@ -116,17 +116,29 @@ pub struct LoadOutput {
     pub scrape_errors: Vec<String>,
 }
 
-/// Why a run could not start.
-#[derive(Debug)]
-pub struct LoadError(pub String);
-
-impl std::fmt::Display for LoadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a run could not start (or, for [`LoadError::TaskPanicked`], could not finish).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The speed-up is not a positive number.
+    #[error("the speed-up must be positive, not {0}")]
+    Speedup(f64),
+    /// `max_in_flight` is 0.
+    #[error("the in-flight cap must be at least 1")]
+    InFlightCap,
+    /// The stages do not make a schedule.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+    /// The request bodies cannot be prepared.
+    #[error(transparent)]
+    Dataset(#[from] crate::prompt::DatasetError),
+    /// The operating system refused a thread.
+    #[error("cannot start the dispatcher thread")]
+    Thread(#[source] std::io::Error),
+    /// A request task panicked (a bug): the records cannot be trusted.
+    #[error("a request task panicked")]
+    TaskPanicked,
 }
-
-impl std::error::Error for LoadError {}
 
 /// The scrapes before a step and after its requests finished.
 type Bounds = (Option<Sample>, Option<Sample>);
@@ -313,20 +325,20 @@ pub async fn run(
     interrupt: impl Future<Output = ()>,
 ) -> Result<LoadOutput, LoadError> {
     if !(cfg.speedup.is_finite() && cfg.speedup > 0.0) {
-        return Err(LoadError(format!(
-            "the speed-up must be positive, not {}",
-            cfg.speedup
-        )));
+        return Err(LoadError::Speedup(cfg.speedup));
     }
     if cfg.max_in_flight == 0 {
-        return Err(LoadError("the in-flight cap must be at least 1".into()));
+        return Err(LoadError::InFlightCap);
     }
     let k = cfg.speedup;
     let (planned, windows_sim): (Vec<Planned>, Vec<StageWindow>) =
-        plan(&cfg.stages, cfg.arrival, cfg.seed).map_err(|e| LoadError(e.0))?;
-    let bodies: Arc<Vec<Prepared>> = Arc::new(
-        prepare(&cfg.requests, planned.len(), cfg.seed, dataset.as_deref()).map_err(LoadError)?,
-    );
+        plan(&cfg.stages, cfg.arrival, cfg.seed)?;
+    let bodies: Arc<Vec<Prepared>> = Arc::new(prepare(
+        &cfg.requests,
+        planned.len(),
+        cfg.seed,
+        dataset.as_deref(),
+    )?);
     // Closed-loop stages send as many requests as the server answers; they cycle through a
     // pool of bodies prepared ahead.
     let extra: Arc<Vec<Prepared>> =
@@ -336,8 +348,7 @@ pub async fn run(
                 CLOSED_POOL,
                 cfg.seed ^ 0xC105_ED00,
                 dataset.as_deref(),
-            )
-            .map_err(LoadError)?
+            )?
         } else {
             Vec::new()
         });
@@ -352,7 +363,16 @@ pub async fn run(
     let stage_of: Arc<Vec<usize>> = Arc::new(planned.iter().map(|p| p.stage).collect());
     let started_at = now_rfc3339();
     let client = Arc::new(Client::new(cfg.client.clone()));
-    let sampler = cfg.metrics.clone().map(|t| Arc::new(Sampler::new(t)));
+    // The API's credentials go to the metrics endpoint only when it is the same server: a
+    // key must never be sent to another host.
+    let sampler = cfg.metrics.clone().map(|t| {
+        let auth = if t.authority() == cfg.client.target.authority() {
+            cfg.client.auth.clone()
+        } else {
+            crate::auth::Auth::none()
+        };
+        Arc::new(Sampler::new(t, auth))
+    });
     // The first step's lower bound is scraped before the clock starts, so that no request
     // can finish before it is taken (later steps' bounds are taken ahead of their start).
     let first_bound = match &sampler {
@@ -388,7 +408,7 @@ pub async fn run(
         std::thread::Builder::new()
             .name("dispatcher".into())
             .spawn(move || dispatcher(schedule, t0, in_flight, max, tx, stop))
-            .map_err(|e| LoadError(format!("cannot start the dispatcher thread: {e}")))?;
+            .map_err(LoadError::Thread)?;
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler_task = sampler.clone().map(|s| {
@@ -662,9 +682,7 @@ pub async fn run(
     {
         let mut have = std::collections::HashSet::new();
         for r in records.iter() {
-            let r = r
-                .lock()
-                .map_err(|_| LoadError("a request task panicked".into()))?;
+            let r = r.lock().map_err(|_| LoadError::TaskPanicked)?;
             have.extend(r.iter().map(|x| x.index));
         }
         for &(i, stage, intended_s) in &sent {
@@ -779,7 +797,7 @@ pub async fn warmup(
     seed: u64,
     mut each: impl FnMut(usize, Option<f64>),
 ) -> Result<crate::report::WarmupReport, LoadError> {
-    let bodies = prepare(spec, n, seed, None).map_err(LoadError)?;
+    let bodies = prepare(spec, n, seed, None)?;
     let mut lat = Vec::with_capacity(n);
     for (i, b) in bodies.iter().enumerate() {
         let now = Instant::now();

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use inferscale_catalog::Snapshot;
 
+use crate::auth::Auth;
 use crate::target::Target;
-use crate::transport::get_once;
+use crate::transport::{FetchError, Get, get};
 
 /// One scrape.
 #[derive(Debug, Clone)]
@@ -21,18 +22,65 @@ pub struct Sample {
 /// Scrapes one target and keeps what it read.
 pub struct Sampler {
     target: Target,
+    how: Get,
     samples: Mutex<Vec<Sample>>,
     errors: Mutex<Vec<String>>,
+}
+
+/// Why one scrape gave nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SampleError {
+    /// No answer.
+    #[error("{url}")]
+    Fetch {
+        /// The metrics URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: FetchError,
+    },
+    /// An answer other than 200.
+    #[error("{url}: HTTP {status}")]
+    Status {
+        /// The metrics URL.
+        url: String,
+        /// The status.
+        status: u16,
+    },
+    /// Not an exposition.
+    #[error("{url}: not a valid exposition")]
+    Parse {
+        /// The metrics URL.
+        url: String,
+        /// Where and why.
+        #[source]
+        source: inferscale_promtext::ParseError,
+    },
+}
+
+/// The causes under an error, joined (`a: b`), for the list of scrape errors.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = Vec::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push(c.to_string());
+        cur = c.source();
+    }
+    out.join(": ")
 }
 
 const ACCEPT: &str =
     "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1";
 
 impl Sampler {
-    /// A sampler of `target`.
-    pub fn new(target: Target) -> Self {
+    /// A sampler of `target`, sending `auth` with each scrape.
+    pub fn new(target: Target, auth: Auth) -> Self {
+        let mut how = Get::new(ACCEPT);
+        how.auth = auth;
         Sampler {
             target,
+            how,
             samples: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
         }
@@ -44,25 +92,25 @@ impl Sampler {
     }
 
     /// Scrapes once (stored and returned); `Err` with the reason when it fails.
-    pub async fn scrape(&self, t0: Instant) -> Result<Sample, String> {
-        let r = get_once(&self.target, ACCEPT, Duration::from_secs(5), 64 << 20).await;
+    pub async fn scrape(&self, t0: Instant) -> Result<Sample, SampleError> {
+        let url = || self.target.url.clone();
+        let r = get(&self.target, &self.how).await;
         let t = t0.elapsed().as_secs_f64();
         let sample = match r {
-            Ok((200, body, _)) => match inferscale_promtext::parse(&body) {
+            Ok(f) if f.status == 200 => match inferscale_promtext::parse(&f.body) {
                 Ok(exp) => Sample {
                     t,
                     snapshot: Snapshot::read(&exp, &self.target.url),
                 },
-                Err(e) => {
-                    return Err(
-                        self.note(format!("{}: not a valid exposition: {e}", self.target.url))
-                    );
-                }
+                Err(source) => return Err(self.note(SampleError::Parse { url: url(), source })),
             },
-            Ok((status, _, _)) => {
-                return Err(self.note(format!("{}: HTTP {status}", self.target.url)));
+            Ok(f) => {
+                return Err(self.note(SampleError::Status {
+                    url: url(),
+                    status: f.status,
+                }));
             }
-            Err(e) => return Err(self.note(format!("{}: {e}", self.target.url))),
+            Err(source) => return Err(self.note(SampleError::Fetch { url: url(), source })),
         };
         if let Ok(mut s) = self.samples.lock() {
             s.push(sample.clone());
@@ -70,11 +118,11 @@ impl Sampler {
         Ok(sample)
     }
 
-    fn note(&self, e: String) -> String {
+    fn note(&self, e: SampleError) -> SampleError {
         if let Ok(mut errs) = self.errors.lock()
             && errs.len() < 100
         {
-            errs.push(e.clone());
+            errs.push(format!("{e}: {}", chain(&e)));
         }
         e
     }

@@ -32,17 +32,59 @@ pub struct StageWindow {
     pub rest_end: f64,
 }
 
-/// Why a schedule is not valid.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScheduleError(pub String);
-
-impl std::fmt::Display for ScheduleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a schedule is not valid. Stages are numbered from 1, as a plan file lists them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// A gamma arrival process needs a positive shape.
+    #[error("the gamma shape must be positive, not {shape}")]
+    GammaShape {
+        /// What was given.
+        shape: f64,
+    },
+    /// A negative or non-finite rate.
+    #[error("stage {stage}: the {what} must be a non-negative number, not {value}")]
+    Rate {
+        /// 1-based.
+        stage: usize,
+        /// `rate` or `end rate`.
+        what: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// A stage must last.
+    #[error("stage {stage}: the duration must be positive, not {seconds}")]
+    Duration {
+        /// 1-based.
+        stage: usize,
+        /// What was given.
+        seconds: f64,
+    },
+    /// A negative rest.
+    #[error("stage {stage}: the rest must be a non-negative number of seconds, not {seconds}")]
+    Rest {
+        /// 1-based.
+        stage: usize,
+        /// What was given.
+        seconds: f64,
+    },
+    /// A closed-loop concurrency out of range.
+    #[error("stage {stage}: the concurrency must be between 1 and 100000, not {concurrency}")]
+    Concurrency {
+        /// 1-based.
+        stage: usize,
+        /// What was given.
+        concurrency: u32,
+    },
+    /// More requests than one run should send.
+    #[error("stage {stage}: {requests:.0} requests is more than one run should send")]
+    TooManyRequests {
+        /// 1-based.
+        stage: usize,
+        /// Expected requests of the stage.
+        requests: f64,
+    },
 }
-
-impl std::error::Error for ScheduleError {}
 
 /// The intended send times of every request of `stages`, in order, and each stage's window.
 ///
@@ -62,9 +104,7 @@ pub fn plan(
     if let Arrival::Gamma { shape } = arrival
         && !(shape.is_finite() && shape > 0.0)
     {
-        return Err(ScheduleError(format!(
-            "the gamma shape must be positive, not {shape}"
-        )));
+        return Err(ScheduleError::GammaShape { shape });
     }
     let mut rng = Rng::new(seed ^ 0x5C4E_D01E);
     let mut out = Vec::new();
@@ -74,31 +114,31 @@ pub fn plan(
         let r1 = s.end_rate.unwrap_or(s.rate);
         for (what, v) in [("rate", s.rate), ("end rate", r1)] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(ScheduleError(format!(
-                    "stage {}: the {what} must be a non-negative number, not {v}",
-                    i + 1
-                )));
+                return Err(ScheduleError::Rate {
+                    stage: i + 1,
+                    what,
+                    value: v,
+                });
             }
         }
         if !(s.duration_s.is_finite() && s.duration_s > 0.0) {
-            return Err(ScheduleError(format!(
-                "stage {}: the duration must be positive, not {}",
-                i + 1,
-                s.duration_s
-            )));
+            return Err(ScheduleError::Duration {
+                stage: i + 1,
+                seconds: s.duration_s,
+            });
         }
         if !(s.rest_s.is_finite() && s.rest_s >= 0.0) {
-            return Err(ScheduleError(format!(
-                "stage {}: the rest must not be negative",
-                i + 1
-            )));
+            return Err(ScheduleError::Rest {
+                stage: i + 1,
+                seconds: s.rest_s,
+            });
         }
         if let Some(c) = s.concurrency {
             if !(1..=100_000).contains(&c) {
-                return Err(ScheduleError(format!(
-                    "stage {}: the concurrency must be between 1 and 100000, not {c}",
-                    i + 1
-                )));
+                return Err(ScheduleError::Concurrency {
+                    stage: i + 1,
+                    concurrency: c,
+                });
             }
             out.extend((0..c).map(|_| Planned {
                 at: t0,
@@ -114,11 +154,10 @@ pub fn plan(
             continue;
         }
         if s.expected_requests() > 50_000_000.0 {
-            return Err(ScheduleError(format!(
-                "stage {}: {:.0} requests is more than one run should send",
-                i + 1,
-                s.expected_requests()
-            )));
+            return Err(ScheduleError::TooManyRequests {
+                stage: i + 1,
+                requests: s.expected_requests(),
+            });
         }
         // Work in "arrival units": the cumulative rate Λ(t) = r0 t + (r1 − r0) t² / (2T), and
         // place arrival k at Λ⁻¹(u_k), with u_k = k for constant arrivals and a renewal

@@ -15,26 +15,122 @@ pub struct Target {
     pub path_and_query: String,
 }
 
+/// Why a URL cannot be a target. Each names the URL (with any password hidden) and the
+/// part that is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("{url:?} is not a valid URL")]
+    Invalid {
+        /// As given.
+        url: String,
+    },
+    /// `https://`.
+    #[error(
+        "{url:?}: https is not supported; use http (inside the cluster, or through `kubectl port-forward`)"
+    )]
+    Https {
+        /// As given.
+        url: String,
+    },
+    /// Another scheme.
+    #[error("{url:?}: unsupported scheme {scheme:?} (expected http://)")]
+    Scheme {
+        /// As given.
+        url: String,
+        /// The scheme.
+        scheme: String,
+    },
+    /// `host:port` without `http://`.
+    #[error("{url:?} has no scheme (expected http://host:port)")]
+    NoScheme {
+        /// As given.
+        url: String,
+    },
+    /// No host.
+    #[error("{url:?} has no host")]
+    NoHost {
+        /// As given.
+        url: String,
+    },
+    /// A port that is not 1–65535 (it would otherwise silently become 80).
+    #[error("{url:?}: the port {port:?} is not a number from 1 to 65535")]
+    Port {
+        /// As given.
+        url: String,
+        /// The port part.
+        port: String,
+    },
+    /// `user:password@host`: refused rather than written into run.json and logs.
+    #[error(
+        "{url:?}: credentials in a URL are not accepted (they would end up in run.json and in logs)"
+    )]
+    Credentials {
+        /// The URL with its user information replaced by `***`.
+        url: String,
+    },
+}
+
+/// The port part of an authority (`host:port`, `[v6]:port`), if it has one.
+fn port_part(authority: &str) -> Option<&str> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        rest.split_once(']')
+            .and_then(|(_, after)| after.strip_prefix(':'))
+    } else {
+        authority.rsplit_once(':').map(|(_, p)| p)
+    }
+}
+
 impl Target {
-    /// Parses an `http://` URL; `https` and other schemes are refused with the reason.
-    pub fn parse(url: &str) -> Result<Target, String> {
+    /// Parses an `http://` URL; `https` and other schemes, ports outside 1–65535 and
+    /// credentials are refused with the reason.
+    pub fn parse(url: &str) -> Result<Target, UrlError> {
+        let owned = || url.to_owned();
+        if let Some((scheme, rest)) = url.split_once("://") {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            if let Some((_, host)) = authority.rsplit_once('@') {
+                return Err(UrlError::Credentials {
+                    url: format!("{scheme}://***@{host}{}", &rest[authority.len()..]),
+                });
+            }
+        }
         let uri: http::Uri = url
             .parse()
-            .map_err(|_| format!("{url:?} is not a valid URL"))?;
+            .map_err(|_| UrlError::Invalid { url: owned() })?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some("https") => {
-                return Err("https is not supported; use http (inside the cluster, or through `kubectl port-forward`)".into());
+            Some("https") => return Err(UrlError::Https { url: owned() }),
+            Some(other) => {
+                return Err(UrlError::Scheme {
+                    url: owned(),
+                    scheme: other.to_owned(),
+                });
             }
-            Some(other) => return Err(format!("unsupported scheme {other:?} (expected http://)")),
-            None => return Err(format!("{url:?} has no scheme (expected http://host:port)")),
+            None => return Err(UrlError::NoScheme { url: owned() }),
         }
-        let host = uri.host().ok_or_else(|| format!("{url:?} has no host"))?;
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        let port = match port_part(authority) {
+            None => 80,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| UrlError::Port {
+                    url: owned(),
+                    port: p.to_owned(),
+                })?,
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| UrlError::NoHost { url: owned() })?;
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let port = uri.port_u16().unwrap_or(80);
+        if host.is_empty() {
+            return Err(UrlError::NoHost { url: owned() });
+        }
         let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
         Ok(Target {
             url: url.to_owned(),
@@ -45,7 +141,7 @@ impl Target {
     }
 
     /// Parses a scrape URL: an empty path means `/metrics` (Prometheus' convention).
-    pub fn parse_metrics(url: &str) -> Result<Target, String> {
+    pub fn parse_metrics(url: &str) -> Result<Target, UrlError> {
         let mut t = Target::parse(url)?;
         if t.path_and_query == "/" {
             t.path_and_query = "/metrics".into();
@@ -127,9 +223,44 @@ mod tests {
         );
         assert_eq!(t.path("/v1/completions"), "/llm/v1/completions");
         assert_eq!(t.with_path("/metrics").url, "http://[::1]:9400/llm/metrics");
-        assert!(Target::parse("https://x").unwrap_err().contains("https"));
+        assert!(
+            Target::parse("https://x")
+                .unwrap_err()
+                .to_string()
+                .contains("https")
+        );
         assert!(Target::parse("ftp://x").is_err());
         assert!(Target::parse("127.0.0.1:8000").is_err());
+        assert_eq!(Target::parse("http://[::1]/").unwrap().port, 80);
+        assert_eq!(Target::parse("http://h:8000?x=1").unwrap().port, 8000);
+    }
+
+    /// Regression: `http://127.0.0.1:99999/` used to connect to port 80.
+    #[test]
+    fn a_bad_port_is_refused_not_turned_into_80() {
+        for url in [
+            "http://127.0.0.1:99999/",
+            "http://127.0.0.1:65536",
+            "http://127.0.0.1:0/",
+            "http://127.0.0.1:abc/",
+            "http://127.0.0.1:-1/",
+            "http://[::1]:70000/",
+        ] {
+            let e = Target::parse(url).unwrap_err();
+            assert!(
+                matches!(e, UrlError::Port { .. } | UrlError::Invalid { .. }),
+                "{url}: {e}"
+            );
+            assert!(e.to_string().contains(url), "{e}");
+        }
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_refused_without_echoing_the_password() {
+        let e = Target::parse("http://user:s3cret@127.0.0.1:8000/v1").unwrap_err();
+        assert!(matches!(e, UrlError::Credentials { .. }), "{e}");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        assert!(e.to_string().contains("***@127.0.0.1:8000/v1"), "{e}");
         assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
     }
 }

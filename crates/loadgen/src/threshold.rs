@@ -49,9 +49,65 @@ enum Which {
     E2e,
 }
 
-fn parse_value(s: &str, expr: &str) -> Result<(f64, bool), String> {
-    let bad =
-        || format!("threshold {expr:?}: {s:?} is not a number (with an optional unit: ms, s, %)");
+/// Why a `--threshold` expression cannot be read. Each names the expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// No `<`, `<=`, `>` or `>=`.
+    #[error("threshold {expr:?}: no comparison (<, <=, >, >=)")]
+    NoComparison {
+        /// As given.
+        expr: String,
+    },
+    /// Something other than `agg(latency)`, `error_rate` or `drop_rate` on the left.
+    #[error("threshold {expr:?}: expected agg(latency), error_rate or drop_rate on the left")]
+    Left {
+        /// As given.
+        expr: String,
+    },
+    /// `p95(e2e` without its parenthesis.
+    #[error("threshold {expr:?}: missing ')'")]
+    Parenthesis {
+        /// As given.
+        expr: String,
+    },
+    /// An aggregate we do not compute.
+    #[error("threshold {expr:?}: unknown aggregate {found:?} (p50, p90, p95, p99, max, mean)")]
+    Aggregate {
+        /// As given.
+        expr: String,
+        /// The aggregate.
+        found: String,
+    },
+    /// A latency we do not measure.
+    #[error("threshold {expr:?}: unknown latency {found:?} (ttft, tpot, itl, e2e)")]
+    Latency {
+        /// As given.
+        expr: String,
+        /// The latency.
+        found: String,
+    },
+    /// The right-hand side is not a number with a unit.
+    #[error("threshold {expr:?}: {found:?} is not a number (with an optional unit: ms, s, %)")]
+    Value {
+        /// As given.
+        expr: String,
+        /// The value part.
+        found: String,
+    },
+    /// `p95(e2e)<5%`.
+    #[error("threshold {expr:?}: a percentage only applies to error_rate and drop_rate")]
+    Percentage {
+        /// As given.
+        expr: String,
+    },
+}
+
+fn parse_value(s: &str, expr: &str) -> Result<(f64, bool), ParseError> {
+    let bad = || ParseError::Value {
+        expr: expr.to_owned(),
+        found: s.to_owned(),
+    };
     let s = s.trim();
     let (num, scale, pct) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3, false)
@@ -75,13 +131,14 @@ fn parse_value(s: &str, expr: &str) -> Result<(f64, bool), String> {
 
 impl Threshold {
     /// Parses `p95(e2e)<5s`, `max(ttft)<=2s`, `error_rate<1%`, `drop_rate<0.1%`.
-    pub fn parse(expr: &str) -> Result<Threshold, String> {
+    pub fn parse(expr: &str) -> Result<Threshold, ParseError> {
+        let owned = || expr.to_owned();
         let e = expr.replace(' ', "");
         let (pos, op, len) = ["<=", ">=", "<", ">"]
             .iter()
             .filter_map(|o| e.find(o).map(|p| (p, *o, o.len())))
             .min_by_key(|(p, _, _)| *p)
-            .ok_or_else(|| format!("threshold {expr:?}: no comparison (<, <=, >, >=)"))?;
+            .ok_or_else(|| ParseError::NoComparison { expr: owned() })?;
         let op = match op {
             "<=" => Op::Le,
             ">=" => Op::Ge,
@@ -93,12 +150,12 @@ impl Threshold {
             "error_rate" => Metric::ErrorRate,
             "drop_rate" => Metric::DropRate,
             _ => {
-                let (agg, rest) = lhs.split_once('(').ok_or_else(|| {
-                    format!("threshold {expr:?}: expected agg(latency), error_rate or drop_rate on the left")
-                })?;
+                let (agg, rest) = lhs
+                    .split_once('(')
+                    .ok_or_else(|| ParseError::Left { expr: owned() })?;
                 let which = rest
                     .strip_suffix(')')
-                    .ok_or_else(|| format!("threshold {expr:?}: missing ')'"))?;
+                    .ok_or_else(|| ParseError::Parenthesis { expr: owned() })?;
                 let agg = match agg {
                     "p50" | "med" => Agg::P50,
                     "p90" => Agg::P90,
@@ -107,9 +164,10 @@ impl Threshold {
                     "max" => Agg::Max,
                     "mean" | "avg" => Agg::Mean,
                     other => {
-                        return Err(format!(
-                            "threshold {expr:?}: unknown aggregate {other:?} (p50, p90, p95, p99, max, mean)"
-                        ));
+                        return Err(ParseError::Aggregate {
+                            expr: owned(),
+                            found: other.to_owned(),
+                        });
                     }
                 };
                 let which = match which {
@@ -118,9 +176,10 @@ impl Threshold {
                     "itl" => Which::Itl,
                     "e2e" => Which::E2e,
                     other => {
-                        return Err(format!(
-                            "threshold {expr:?}: unknown latency {other:?} (ttft, tpot, itl, e2e)"
-                        ));
+                        return Err(ParseError::Latency {
+                            expr: owned(),
+                            found: other.to_owned(),
+                        });
                     }
                 };
                 Metric::Latency { agg, which }
@@ -128,9 +187,7 @@ impl Threshold {
         };
         let (value, pct) = parse_value(rhs, expr)?;
         if pct != matches!(metric, Metric::ErrorRate | Metric::DropRate) && pct {
-            return Err(format!(
-                "threshold {expr:?}: a percentage only applies to error_rate and drop_rate"
-            ));
+            return Err(ParseError::Percentage { expr: owned() });
         }
         Ok(Threshold {
             expr: expr.to_owned(),
@@ -271,7 +328,13 @@ mod tests {
             ("p95(e2e)<5%", "percentage"),
             ("throughput>1", "expected agg(latency)"),
         ] {
-            assert!(Threshold::parse(e).unwrap_err().contains(needle), "{e}");
+            assert!(
+                Threshold::parse(e)
+                    .unwrap_err()
+                    .to_string()
+                    .contains(needle),
+                "{e}"
+            );
         }
     }
 }

@@ -13,6 +13,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 
+use crate::auth::Auth;
 use crate::target::Target;
 
 /// How a request ended. Every scheduled request ends in exactly one.
@@ -92,6 +93,8 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Refuse response bodies larger than this.
     pub max_body: usize,
+    /// Credentials and extra headers sent with every request.
+    pub auth: Auth,
 }
 
 /// One HTTP/1.1 connection: the request half, and the task that drives the socket (aborted to
@@ -289,9 +292,11 @@ impl Client {
                 .await
                 .map_err(|e| (Outcome::ConnectError, e))?,
         };
-        let mut req = http::Request::post(self.cfg.target.path(path))
-            .header(http::header::HOST, self.cfg.target.authority())
-            .header(http::header::CONTENT_TYPE, "application/json");
+        let mut req = self.cfg.auth.apply(
+            http::Request::post(self.cfg.target.path(path))
+                .header(http::header::HOST, self.cfg.target.authority())
+                .header(http::header::CONTENT_TYPE, "application/json"),
+        );
         if !self.cfg.reuse {
             req = req.header(http::header::CONNECTION, "close");
         }
@@ -406,61 +411,209 @@ impl Client {
     }
 }
 
-/// A `GET` with no pool, for one-off scrapes of any URL.
-pub async fn get_once(
-    target: &Target,
-    accept: &str,
-    timeout: Duration,
-    max_body: usize,
-) -> Result<(u16, Bytes, Option<String>), String> {
+/// What a one-off `GET` answered.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, whole.
+    pub body: Bytes,
+    /// The `Content-Type` header, when there was one.
+    pub content_type: Option<String>,
+}
+
+/// How a one-off `GET` is made.
+#[derive(Debug, Clone)]
+pub struct Get {
+    /// The `Accept` header.
+    pub accept: String,
+    /// For the whole exchange: connect, headers and body.
+    pub timeout: Duration,
+    /// Bodies larger than this are refused.
+    pub max_body: usize,
+    /// Credentials and extra headers.
+    pub auth: Auth,
+}
+
+impl Get {
+    /// A `GET` accepting `accept`, with a 5-second timeout, a 64 MiB body limit and no
+    /// credentials.
+    pub fn new(accept: &str) -> Get {
+        Get {
+            accept: accept.to_owned(),
+            timeout: Duration::from_secs(5),
+            max_body: 64 << 20,
+            auth: Auth::none(),
+        }
+    }
+}
+
+/// Why a one-off `GET` got no answer. Each names the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// No connection.
+    #[error("cannot connect to {authority}")]
+    Connect {
+        /// `host:port`.
+        authority: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection opened but HTTP failed on it.
+    #[error("HTTP failed with {authority}")]
+    Http {
+        /// `host:port`.
+        authority: String,
+        /// Why.
+        #[source]
+        source: hyper::Error,
+    },
+    /// The request could not be built (a path or header hyper refuses).
+    #[error("cannot build the request to {authority}")]
+    Request {
+        /// `host:port`.
+        authority: String,
+        /// Why.
+        #[source]
+        source: http::Error,
+    },
+    /// The body is over the limit.
+    #[error("the body from {authority} is larger than {max_body} bytes (raise --max-body)")]
+    TooLarge {
+        /// `host:port`.
+        authority: String,
+        /// The limit.
+        max_body: usize,
+    },
+    /// Reading the body failed.
+    #[error("reading the body from {authority} failed: {reason}")]
+    Body {
+        /// `host:port`.
+        authority: String,
+        /// Why.
+        reason: String,
+    },
+    /// Nothing whole within the timeout.
+    #[error("timed out after {} waiting for {authority}", crate::target::format_duration(*after))]
+    Timeout {
+        /// `host:port`.
+        authority: String,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+/// A `GET` with no pool, for one-off reads of any URL (a scrape, `/v1/models`, `/health`).
+pub async fn get(target: &Target, how: &Get) -> Result<Fetched, FetchError> {
+    let authority = target.authority();
     let fut = async {
         let stream = TcpStream::connect((target.host.as_str(), target.port))
             .await
-            .map_err(|e| format!("cannot connect to {}: {e}", target.authority()))?;
+            .map_err(|source| FetchError::Connect {
+                authority: authority.clone(),
+                source,
+            })?;
         let _ = stream.set_nodelay(true);
+        let http = |source| FetchError::Http {
+            authority: authority.clone(),
+            source,
+        };
         let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+            .map_err(http)?;
         let conn = tokio::spawn(conn);
-        let req = http::Request::get(target.path_and_query.as_str())
-            .header(http::header::HOST, target.authority())
-            .header(http::header::ACCEPT, accept)
-            .header(
-                http::header::USER_AGENT,
-                concat!("inferscale/", env!("CARGO_PKG_VERSION")),
+        let req = how
+            .auth
+            .apply(
+                http::Request::get(target.path_and_query.as_str())
+                    .header(http::header::HOST, &authority)
+                    .header(http::header::ACCEPT, &how.accept)
+                    .header(
+                        http::header::USER_AGENT,
+                        concat!("inferscale/", env!("CARGO_PKG_VERSION")),
+                    ),
             )
             .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let resp = s
-            .send_request(req)
-            .await
-            .map_err(|e| format!("the server closed the connection: {e}"))?;
+            .map_err(|source| FetchError::Request {
+                authority: authority.clone(),
+                source,
+            })?;
+        let resp = s.send_request(req).await.map_err(http)?;
         let status = resp.status().as_u16();
-        let ct = resp
+        let content_type = resp
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = http_body_util::Limited::new(resp.into_body(), max_body)
+        let body = http_body_util::Limited::new(resp.into_body(), how.max_body)
             .collect()
             .await
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
-                    format!("the body is larger than {max_body} bytes (raise --max-body)")
+                    FetchError::TooLarge {
+                        authority: authority.clone(),
+                        max_body: how.max_body,
+                    }
                 } else {
-                    format!("reading the body failed: {e}")
+                    FetchError::Body {
+                        authority: authority.clone(),
+                        reason: e.to_string(),
+                    }
                 }
             })?
             .to_bytes();
         conn.abort();
-        Ok((status, body, ct))
+        Ok(Fetched {
+            status,
+            body,
+            content_type,
+        })
     };
-    match tokio::time::timeout(timeout, fut).await {
+    match tokio::time::timeout(how.timeout, fut).await {
         Ok(r) => r,
-        Err(_) => Err(format!(
-            "timed out after {}",
-            crate::target::format_duration(timeout)
-        )),
+        Err(_) => Err(FetchError::Timeout {
+            authority: authority.clone(),
+            after: how.timeout,
+        }),
+    }
+}
+
+/// Why a server did not become ready.
+#[derive(Debug, thiserror::Error)]
+#[error("{url} did not answer 200 within {}{}", crate::target::format_duration(*within), last.as_ref().map_or(String::new(), |l| format!(" (last: {l})")))]
+pub struct NotReady {
+    /// The health URL.
+    pub url: String,
+    /// How long it was given.
+    pub within: Duration,
+    /// The last answer or failure, in words.
+    pub last: Option<String>,
+}
+
+/// Polls `target` (a `/health` URL) every 50 ms until it answers 200, for at most `within`.
+/// A model that is still loading answers 503; that is waited through.
+pub async fn wait_ready(target: &Target, auth: &Auth, within: Duration) -> Result<(), NotReady> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut how = Get::new("*/*");
+    how.timeout = Duration::from_secs(2).min(within.max(Duration::from_millis(100)));
+    how.max_body = 1 << 16;
+    how.auth = auth.clone();
+    loop {
+        let last = match get(target, &how).await {
+            Ok(f) if f.status == 200 => return Ok(()),
+            Ok(f) => format!("HTTP {}", f.status),
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(NotReady {
+                url: target.url.clone(),
+                within,
+                last: Some(last),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -6,21 +6,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use inferscale_testkit::program;
+
+use std::path::Path;
 use std::time::Duration;
 
 use common::{eks, load, start};
 use inferscale_loadgen::schedule::Stage;
-
-fn program(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)")
-        })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inferscale_and_k6_agree_on_rate_and_median_latency() {

@@ -62,16 +62,75 @@ pub struct File {
 }
 
 /// Why nothing was generated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GenerateError(pub String);
-
-impl std::fmt::Display for GenerateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenerateError {
+    /// A name Kubernetes would refuse, and the flag it came from.
+    #[error("--{flag}: {error}")]
+    Name {
+        /// The flag, without dashes.
+        flag: &'static str,
+        /// What is wrong with it.
+        error: validate::NameError,
+    },
+    /// `--min-replicas 0`.
+    #[error(
+        "--min-replicas must be at least 1 (a model takes minutes to load; scale-to-zero needs a queue outside vLLM to wake it)"
+    )]
+    MinReplicas,
+    /// `--max-replicas` below `--min-replicas`.
+    #[error("--max-replicas ({max}) is below --min-replicas ({min})")]
+    ReplicaRange {
+        /// `--min-replicas`.
+        min: u32,
+        /// `--max-replicas`.
+        max: u32,
+    },
+    /// An SLO outside what vLLM's histograms can resolve.
+    #[error(
+        "--slo-p95-e2e must be between 0.3 s (vLLM's first latency bucket) and 10 minutes, not {seconds} s"
+    )]
+    Slo {
+        /// What was given.
+        seconds: f64,
+    },
+    /// Not an http(s) URL.
+    #[error("--prometheus-url {url:?} is not an http(s) URL")]
+    PrometheusUrl {
+        /// What was given.
+        url: String,
+    },
+    /// `--model-name ''`.
+    #[error("--model-name must not be empty")]
+    EmptyModelName,
+    /// A generated JSON file does not parse (a generator bug).
+    #[error("{path} is not valid JSON")]
+    Json {
+        /// The file.
+        path: String,
+        /// Where it breaks.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A generated YAML file does not parse (a generator bug).
+    #[error("{path} is not valid YAML")]
+    Yaml {
+        /// The file.
+        path: String,
+        /// Where it breaks (boxed: the parser's error is large).
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    /// A generated object fails its schema or KEDA's/the HPA's rules (a generator bug, or
+    /// options that make an object Kubernetes would refuse).
+    #[error("{path} does not validate:\n  {}", problems.join("\n  "))]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Each problem, with its field path.
+        problems: Vec<String>,
+    },
 }
-
-impl std::error::Error for GenerateError {}
 
 /// The header every generated file starts with.
 pub fn header(t: &Thresholds, what: &str) -> String {
@@ -90,36 +149,32 @@ pub fn header(t: &Thresholds, what: &str) -> String {
 /// Checks the options (names are RFC 1123, counts make sense).
 pub fn check(o: &Options) -> Result<(), GenerateError> {
     use validate::{rfc1123_label, rfc1123_subdomain};
-    let err = |flag: &str, e: String| GenerateError(format!("--{flag}: {e}"));
-    rfc1123_label(&o.namespace).map_err(|e| err("namespace", e))?;
-    rfc1123_subdomain(&o.deployment).map_err(|e| err("deployment", e))?;
-    rfc1123_label(&o.service).map_err(|e| err("service", e))?;
-    rfc1123_label(&o.container).map_err(|e| err("container", e))?;
+    let name = |flag: &'static str| move |error| GenerateError::Name { flag, error };
+    rfc1123_label(&o.namespace).map_err(name("namespace"))?;
+    rfc1123_subdomain(&o.deployment).map_err(name("deployment"))?;
+    rfc1123_label(&o.service).map_err(name("service"))?;
+    rfc1123_label(&o.container).map_err(name("container"))?;
     if o.min_replicas < 1 {
-        return Err(GenerateError(
-            "--min-replicas must be at least 1 (a model takes minutes to load; scale-to-zero needs a queue outside vLLM to wake it)".into(),
-        ));
+        return Err(GenerateError::MinReplicas);
     }
     if o.max_replicas < o.min_replicas {
-        return Err(GenerateError(format!(
-            "--max-replicas ({}) is below --min-replicas ({})",
-            o.max_replicas, o.min_replicas
-        )));
+        return Err(GenerateError::ReplicaRange {
+            min: o.min_replicas,
+            max: o.max_replicas,
+        });
     }
     if !(o.slo_p95_e2e_s.is_finite() && o.slo_p95_e2e_s > 0.3 && o.slo_p95_e2e_s <= 600.0) {
-        return Err(GenerateError(format!(
-            "--slo-p95-e2e must be between 0.3 s (vLLM's first latency bucket) and 10 minutes, not {} s",
-            o.slo_p95_e2e_s
-        )));
+        return Err(GenerateError::Slo {
+            seconds: o.slo_p95_e2e_s,
+        });
     }
     if !(o.prometheus_url.starts_with("http://") || o.prometheus_url.starts_with("https://")) {
-        return Err(GenerateError(format!(
-            "--prometheus-url {:?} is not an http(s) URL",
-            o.prometheus_url
-        )));
+        return Err(GenerateError::PrometheusUrl {
+            url: o.prometheus_url.clone(),
+        });
     }
     if o.model_name.is_empty() {
-        return Err(GenerateError("--model-name must not be empty".into()));
+        return Err(GenerateError::EmptyModelName);
     }
     Ok(())
 }
@@ -179,26 +234,32 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     });
     for f in &files {
         if f.path.ends_with(".json") {
-            serde_json::from_str::<serde_json::Value>(&f.contents)
-                .map_err(|e| GenerateError(format!("{} is not valid JSON: {e}", f.path)))?;
+            serde_json::from_str::<serde_json::Value>(&f.contents).map_err(|source| {
+                GenerateError::Json {
+                    path: f.path.clone(),
+                    source,
+                }
+            })?;
             continue;
         }
         if !f.path.ends_with(".yaml") {
             continue;
         }
-        let doc: serde_json::Value = serde_yaml::from_str(&f.contents)
-            .map_err(|e| GenerateError(format!("{} is not valid YAML: {e}", f.path)))?;
+        let doc: serde_json::Value =
+            yaml::from_str(&f.contents).map_err(|source| GenerateError::Yaml {
+                path: f.path.clone(),
+                source: Box::new(source),
+            })?;
         // Patches and promtool files are not objects; the rest are.
         if doc.get("apiVersion").is_none() {
             continue;
         }
         let problems = validate::object(&doc);
         if !problems.is_empty() {
-            return Err(GenerateError(format!(
-                "{} does not validate:\n  {}",
-                f.path,
-                problems.join("\n  ")
-            )));
+            return Err(GenerateError::Invalid {
+                path: f.path.clone(),
+                problems,
+            });
         }
     }
     Ok(files)

@@ -236,9 +236,24 @@ pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>)
     }
 }
 
+/// A name Kubernetes would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not an RFC 1123 label.
+    #[error(
+        "{0:?} is not a valid RFC 1123 name (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+    )]
+    Label(String),
+    /// Not an RFC 1123 subdomain.
+    #[error(
+        "{0:?} is not a valid RFC 1123 subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    )]
+    Subdomain(String),
+}
+
 /// RFC 1123 label (a Service, a Deployment's pods, a namespace): lowercase alphanumerics and
 /// '-', starting and ending alphanumeric, at most 63 characters.
-pub fn rfc1123_label(s: &str) -> Result<(), String> {
+pub fn rfc1123_label(s: &str) -> Result<(), NameError> {
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.chars()
@@ -248,18 +263,14 @@ pub fn rfc1123_label(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{s:?} is not a valid RFC 1123 name (lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
-        ))
+        Err(NameError::Label(s.to_owned()))
     }
 }
 
 /// RFC 1123 subdomain (most object names): labels joined by '.', at most 253 characters.
-pub fn rfc1123_subdomain(s: &str) -> Result<(), String> {
+pub fn rfc1123_subdomain(s: &str) -> Result<(), NameError> {
     if s.is_empty() || s.len() > 253 || s.split('.').any(|l| rfc1123_label(l).is_err()) {
-        Err(format!(
-            "{s:?} is not a valid RFC 1123 subdomain name (lowercase letters, digits, '-' and '.', at most 253 characters)"
-        ))
+        Err(NameError::Subdomain(s.to_owned()))
     } else {
         Ok(())
     }

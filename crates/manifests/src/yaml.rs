@@ -2,6 +2,23 @@
 //! generated files explain their choices in comments). Block style, two-space indent; strings
 //! are quoted whenever a plain scalar could be read as something else.
 
+/// Reads YAML the way inferscale reads every YAML file (plans, generated manifests, a
+/// user's objects): YAML 1.2 booleans only (`yes` and `on` stay strings, as the core schema
+/// says), and alias replay bounded so that a small file cannot expand into gigabytes.
+///
+/// ```
+/// let v: serde_json::Value = inferscale_manifests::yaml::from_str("a: yes\nb: true\n").unwrap();
+/// assert_eq!(v["a"], "yes");
+/// assert_eq!(v["b"], true);
+/// ```
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
+    let mut o = serde_saphyr::Options::default();
+    o.strict_booleans = true;
+    o.alias_limits.max_total_replayed_events = 100_000;
+    o.alias_limits.max_alias_expansions_per_anchor = 1_000;
+    serde_saphyr::from_str_with_options(text, o)
+}
+
 /// A YAML value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Y {
@@ -290,7 +307,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> serde_json::Value {
-        serde_yaml::from_str(text).unwrap()
+        from_str(text).unwrap()
     }
 
     #[test]

@@ -46,7 +46,7 @@ fn options() -> Options {
 }
 
 fn yaml(text: &str) -> serde_json::Value {
-    serde_yaml::from_str(text).unwrap()
+    inferscale_manifests::yaml::from_str(text).unwrap()
 }
 
 #[test]
@@ -179,6 +179,6 @@ fn bad_names_and_settings_are_refused_with_the_flag() {
         let mut o = options();
         change(&mut o);
         let e = generate(&t, &o).unwrap_err();
-        assert!(e.0.contains(flag), "{flag}: {e}");
+        assert!(e.to_string().contains(flag), "{flag}: {e}");
     }
 }

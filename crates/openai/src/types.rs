@@ -161,16 +161,21 @@ pub struct StreamChunk {
     pub usage: Option<Usage>,
 }
 
-/// One entry of `GET /v1/models`.
+/// One entry of `GET /v1/models`. Only `id` is required when reading: servers and gateways
+/// differ in what else they send (some omit `created` or `owned_by`), and none of it is
+/// needed to pick a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelCard {
     /// The served model name.
     pub id: String,
     /// `model`.
+    #[serde(default)]
     pub object: String,
     /// Unix seconds.
-    pub created: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<u64>,
     /// `vllm`.
+    #[serde(default)]
     pub owned_by: String,
     /// The model path or id it was loaded from.
     #[serde(default)]
@@ -184,6 +189,7 @@ pub struct ModelCard {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelList {
     /// `list`.
+    #[serde(default)]
     pub object: String,
     /// The models.
     pub data: Vec<ModelCard>,

@@ -469,7 +469,7 @@ pub fn render(run: &RunReport, a: &Analysis) -> String {
         let _ = write!(
             o,
             "<p class=\"warn\"><b>No thresholds:</b> {}</p>",
-            esc(&e.0)
+            esc(&e.to_string())
         );
     }
     // Headline cards.

@@ -125,6 +125,16 @@ pub enum Length {
     },
 }
 
+/// A length that is none of the forms [`Length::parse`] reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid length {input:?} (expected N, uniform:A,B, normal:MEAN,STD or lognormal:MEDIAN,SIGMA)"
+)]
+pub struct LengthError {
+    /// What was given.
+    pub input: String,
+}
+
 impl Length {
     /// Draws one length (at least 1).
     pub fn sample(&self, rng: &mut Rng) -> u32 {
@@ -140,11 +150,9 @@ impl Length {
     }
 
     /// Parses `N`, `uniform:A,B`, `normal:MEAN,STD` or `lognormal:MEDIAN,SIGMA`.
-    pub fn parse(s: &str) -> Result<Length, String> {
-        let bad = || {
-            format!(
-                "invalid length {s:?} (expected N, uniform:A,B, normal:MEAN,STD or lognormal:MEDIAN,SIGMA)"
-            )
+    pub fn parse(s: &str) -> Result<Length, LengthError> {
+        let bad = || LengthError {
+            input: s.to_owned(),
         };
         if let Ok(n) = s.parse::<u32>() {
             return if n > 0 {

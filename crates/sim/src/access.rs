@@ -85,30 +85,91 @@ impl AccessLog {
         }
     }
 
-    /// Writes what is pending, closes the file and says how it went.
-    pub(crate) fn close(&self) -> Result<String, String> {
+    /// Writes what is pending, closes the file and says how it went: how many requests it
+    /// holds, or why it may be incomplete.
+    pub(crate) fn close(&self) -> Result<AccessLogSummary, AccessLogError> {
         if let Ok(mut g) = self.tx.lock() {
             g.take();
         }
         let handle = self.writer.lock().ok().and_then(|mut g| g.take());
         let lost = self.lost.load(Ordering::Relaxed);
+        let path = self.path.clone();
         match handle.map(JoinHandle::join) {
-            None => Ok(format!("access log {} already closed", self.path.display())),
-            Some(Err(_)) => Err(format!(
-                "the access log's writer failed; {} may be incomplete",
-                self.path.display()
-            )),
-            Some(Ok(Err(e))) => Err(format!(
-                "cannot write the access log {}: {e}",
-                self.path.display()
-            )),
-            Some(Ok(Ok(n))) if lost > 0 => Err(format!(
-                "access log {}: {n} requests written, {lost} lost (the disk did not keep up)",
-                self.path.display()
-            )),
-            Some(Ok(Ok(n))) => Ok(format!("access log {}: {n} requests", self.path.display())),
+            None => Ok(AccessLogSummary {
+                path,
+                requests: None,
+            }),
+            Some(Err(_)) => Err(AccessLogError::WriterFailed { path }),
+            Some(Ok(Err(source))) => Err(AccessLogError::Write { path, source }),
+            Some(Ok(Ok(written))) if lost > 0 => Err(AccessLogError::Lost {
+                path,
+                written,
+                lost,
+            }),
+            Some(Ok(Ok(n))) => Ok(AccessLogSummary {
+                path,
+                requests: Some(n),
+            }),
         }
     }
+}
+
+/// An access log, closed whole: where it is and how many requests it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogSummary {
+    /// The file.
+    pub path: PathBuf,
+    /// Requests written (`None`: it had been closed before).
+    pub requests: Option<u64>,
+}
+
+impl std::fmt::Display for AccessLogSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.requests {
+            Some(n) => write!(f, "access log {}: {n} requests", self.path.display()),
+            None => write!(f, "access log {} already closed", self.path.display()),
+        }
+    }
+}
+
+/// Why an access log may be incomplete.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AccessLogError {
+    /// It could not be created.
+    #[error("cannot create the access log {}", path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The writer thread panicked.
+    #[error("the access log's writer failed; {} may be incomplete", path.display())]
+    WriterFailed {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A write failed.
+    #[error("cannot write the access log {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Lines were dropped because the disk did not keep up.
+    #[error("access log {}: {written} requests written, {lost} lost (the disk did not keep up)", path.display())]
+    Lost {
+        /// The file.
+        path: PathBuf,
+        /// Lines written.
+        written: u64,
+        /// Lines dropped.
+        lost: u64,
+    },
 }
 
 /// The writer thread: flushes whenever it has caught up, so the file is current within a
@@ -162,8 +223,10 @@ mod tests {
                 ready_s: 0.000_12,
             });
         }
+        let closed = log.close().unwrap();
+        assert_eq!(closed.requests, Some(1000));
         assert_eq!(
-            log.close().unwrap(),
+            closed.to_string(),
             format!("access log {}: 1000 requests", path.display())
         );
         let text = std::fs::read_to_string(&path).unwrap();

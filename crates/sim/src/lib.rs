@@ -36,6 +36,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use access::{AccessLogError, AccessLogSummary};
 pub use faults::{Fate, Faults};
 pub use lag::{ClockLag, LagMeter};
 pub use replica::Clock;
@@ -64,6 +65,39 @@ pub struct SimConfig {
     pub hostname: String,
     /// Where to write the access log (one JSON line per request), if anywhere.
     pub access_log: Option<PathBuf>,
+    /// Require this key on `/v1/*` as vLLM's `--api-key` does (`Authorization: Bearer KEY`,
+    /// else 401).
+    pub api_key: Option<ApiKey>,
+}
+
+/// A server's API key. `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key; surrounding whitespace (a file's final newline) is dropped. `None` when empty.
+    pub fn new(key: &str) -> Option<ApiKey> {
+        let k = key.trim();
+        (!k.is_empty()).then(|| ApiKey(k.to_owned()))
+    }
+
+    /// Whether an `Authorization` header value carries this key, compared in constant time
+    /// (a timing difference must not reveal how much of a guess was right).
+    pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
+        let want = format!("Bearer {}", self.0);
+        let got = authorization.unwrap_or_default();
+        let mut diff = u8::from(got.len() != want.len());
+        for (i, b) in want.bytes().enumerate() {
+            diff |= b ^ got.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
 }
 
 impl SimConfig {
@@ -78,6 +112,7 @@ impl SimConfig {
             max_body_bytes: 4 << 20,
             hostname: "inferscale-sim".into(),
             access_log: None,
+            api_key: None,
         }
     }
 }
@@ -104,9 +139,12 @@ impl Sim {
         let load_time = cfg.engine.load_time_s();
         let access = match &cfg.access_log {
             None => None,
-            Some(p) => Some(Arc::new(
-                access::AccessLog::create(p).map_err(|e| SimError::AccessLog(p.clone(), e))?,
-            )),
+            Some(p) => Some(Arc::new(access::AccessLog::create(p).map_err(
+                |source| AccessLogError::Create {
+                    path: p.clone(),
+                    source,
+                },
+            )?)),
         };
         let lag = LagMeter::default();
         for i in 0..replicas.max(1) {
@@ -162,7 +200,7 @@ impl Sim {
         self,
         listeners: Vec<(TcpListener, Option<TcpListener>)>,
         shutdown: impl Future<Output = ()>,
-    ) -> Option<Result<String, String>> {
+    ) -> Option<Result<AccessLogSummary, AccessLogError>> {
         let set = self
             .replicas
             .into_iter()
@@ -189,29 +227,19 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Why a simulator could not start.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// The model does not fit the GPU as configured.
-    Memory(MemoryError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
     /// An engine thread could not be started.
-    Thread(std::io::Error),
+    #[error("cannot start an engine thread")]
+    Thread(#[source] std::io::Error),
     /// Zero replicas.
+    #[error("no replica to serve")]
     NoReplica,
     /// The access log could not be created.
-    AccessLog(PathBuf, std::io::Error),
+    #[error(transparent)]
+    AccessLog(#[from] AccessLogError),
 }
-
-impl std::fmt::Display for SimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SimError::Memory(e) => write!(f, "{e}"),
-            SimError::Thread(e) => write!(f, "cannot start an engine thread: {e}"),
-            SimError::NoReplica => f.write_str("no replica to serve"),
-            SimError::AccessLog(p, e) => {
-                write!(f, "cannot create the access log {}: {e}", p.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for SimError {}

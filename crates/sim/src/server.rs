@@ -215,6 +215,21 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
             ),
         };
     }
+    // vLLM's --api-key guards /v1/* only (health and metrics stay open for probes and
+    // Prometheus), and answers exactly this.
+    if let Some(key) = &r.cfg.api_key
+        && path.starts_with("/v1")
+        && !key.accepts(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        )
+    {
+        return json(
+            StatusCode::UNAUTHORIZED,
+            &serde_json::json!({ "error": "Unauthorized" }),
+        );
+    }
     let started = Instant::now();
     let arrival_unix_s = r.access.as_ref().map(|_| {
         SystemTime::now()
@@ -313,7 +328,7 @@ fn models(r: &Replica) -> Response<Body> {
             data: vec![ModelCard {
                 id: r.cfg.served_model_name.clone(),
                 object: "model".into(),
-                created: r.created_unix as u64,
+                created: Some(r.created_unix as u64),
                 owned_by: "vllm".into(),
                 root: Some(r.cfg.engine.model.hf_id.clone()),
                 max_model_len: Some(u64::from(r.cfg.engine.max_model_len)),

@@ -6,6 +6,8 @@
 
 mod common;
 
+use inferscale_testkit::program;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,16 +15,6 @@ use std::time::Duration;
 
 use common::{get, post, start, wait_ready};
 use inferscale_sim::SimConfig;
-
-fn program(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("`{name}` is not installed; ./scripts/test installs it (this test never skips)")
-        })
-}
 
 fn testdata(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

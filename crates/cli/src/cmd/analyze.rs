@@ -15,7 +15,7 @@ use crate::output::emit;
 pub(crate) fn read(path: &Path) -> Result<RunReport> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    inferscale_analysis::read_run(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+    inferscale_analysis::read_run(&text).with_context(|| path.display().to_string())
 }
 
 /// What an analysis wrote.
@@ -110,7 +110,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<ExitCode> {
         eprintln!("warning: the run was interrupted; the analysis is of a partial run");
     }
     Ok(if degraded(&run, &w.analysis) {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -3,68 +3,19 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
-use inferscale_analysis::{THRESHOLDS_VERSION, Thresholds};
+use anyhow::{Context, Result, anyhow};
+use inferscale_analysis::Thresholds;
 use inferscale_manifests::Options;
-use serde_json::Value;
 
 use crate::cli::{ClusterArgs, GenerateArgs};
 use crate::cmd::load::write_atomic;
 use crate::output::emit;
 
-/// Fields `generate` needs, with what each must be.
-const REQUIRED: &[(&str, &str)] = &[
-    ("source.model", "string"),
-    ("scale_out.queue_depth_per_pod", "positive integer"),
-    ("scale_out.for_seconds", "positive integer"),
-    ("scale_out.p95_e2e_seconds", "positive number"),
-    ("scale_out.p95_queue_time_seconds", "positive number"),
-    ("scale_in.p95_e2e_seconds", "positive number"),
-    ("scale_in.for_seconds", "positive integer"),
-    ("activation.queue_depth", "positive integer"),
-    ("healthy.p95_e2e_seconds", "positive number"),
-    ("rationale", "object"),
-];
-
-fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
-}
-
 /// Reads thresholds.json, naming the field when something is missing or malformed.
 pub(crate) fn read_thresholds(path: &Path) -> Result<Thresholds> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let name = path.display();
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        anyhow!(
-            "{name}: not valid JSON at line {}, column {}: {e}{}",
-            e.line(),
-            e.column(),
-            if e.is_eof() { " (truncated?)" } else { "" }
-        )
-    })?;
-    match v.get("version").and_then(Value::as_u64) {
-        None => bail!("{name}: no \"version\" field: not a thresholds.json written by inferscale"),
-        Some(n) if n != u64::from(THRESHOLDS_VERSION) => bail!(
-            "{name}: thresholds.json version {n} is not supported (this inferscale reads version {THRESHOLDS_VERSION})"
-        ),
-        Some(_) => {}
-    }
-    for (field, kind) in REQUIRED {
-        let Some(x) = at(&v, field) else {
-            bail!("{name}: missing field {field} (a {kind})");
-        };
-        let ok = match *kind {
-            "string" => x.as_str().is_some_and(|s| !s.is_empty()),
-            "object" => x.is_object(),
-            "positive integer" => x.as_u64().is_some_and(|n| n > 0),
-            _ => x.as_f64().is_some_and(|f| f.is_finite() && f > 0.0),
-        };
-        if !ok {
-            bail!("{name}: field {field} must be a {kind}, not {x}");
-        }
-    }
-    serde_json::from_value(v).map_err(|e| anyhow!("{name}: not a valid thresholds.json: {e}"))
+    inferscale_analysis::read_thresholds(&text).with_context(|| path.display().to_string())
 }
 
 fn parse_port(s: &str) -> Result<(String, u16)> {
@@ -115,7 +66,7 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
 /// Generates and writes every file into `dir`; returns their paths.
 pub(crate) fn write(t: &Thresholds, c: &ClusterArgs, dir: &Path) -> Result<Vec<PathBuf>> {
     let o = options(t, c)?;
-    let files = inferscale_manifests::generate(t, &o).map_err(|e| anyhow!("{e}"))?;
+    let files = inferscale_manifests::generate(t, &o)?;
     let mut out = Vec::new();
     for f in files {
         let p = dir.join(&f.path);

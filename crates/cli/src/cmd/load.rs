@@ -6,16 +6,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use inferscale_loadgen::discover::{ModelsError, resolve_model};
 use inferscale_loadgen::prompt::{Api, Length, PromptSource, RequestSpec, SEEDS_WARMUP_PROMPT};
 use inferscale_loadgen::report::{RunReport, StepReport, WarmupReport};
 use inferscale_loadgen::schedule::{Arrival, Stage};
 use inferscale_loadgen::threshold::Threshold;
+use inferscale_loadgen::transport::wait_ready;
 use inferscale_loadgen::transport::{Client, ClientConfig};
-use inferscale_loadgen::{LoadConfig, Progress, Target};
+use inferscale_loadgen::{Auth, LoadConfig, Progress, Target};
 use serde::Deserialize;
 
 use crate::cli::{ApiArg, LoadArgs, WarmupArgs};
 use crate::cmd::sim::shutdown_signal;
+use crate::exit::AfterStartExt;
 use crate::output::emit;
 use crate::units::{format_seconds, parse_duration};
 
@@ -55,7 +58,7 @@ impl LengthValue {
             LengthValue::Tokens(n) if *n > 0 => Ok(Length::Fixed { tokens: *n }),
             LengthValue::Tokens(_) => bail!("plan field `{field}`: must be at least 1"),
             LengthValue::Text(t) => {
-                Length::parse(t).map_err(|e| anyhow!("plan field `{field}`: {e}"))
+                Length::parse(t).with_context(|| format!("plan field `{field}`"))
             }
         }
     }
@@ -112,7 +115,7 @@ fn read_plan(path: &Path) -> Result<PlanFile> {
     let plan: PlanFile = if toml {
         toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
     } else {
-        serde_yaml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
+        inferscale_manifests::yaml::from_str(&text).with_context(|| path.display().to_string())?
     };
     Ok(plan)
 }
@@ -137,44 +140,15 @@ fn api_of(a: ApiArg) -> Api {
     }
 }
 
-/// The server's models, from `/v1/models`.
-pub(crate) async fn models(target: &Target) -> Result<Vec<String>> {
-    let (status, body, _) = inferscale_loadgen::transport::get_once(
-        &target.with_path("/v1/models"),
-        "application/json",
-        Duration::from_secs(10),
-        4 << 20,
-    )
-    .await
-    .map_err(|e| anyhow!("{} does not answer: {e}", target.url))?;
-    if status != 200 {
-        bail!(
-            "{}/v1/models answered HTTP {status}; is this an OpenAI-compatible server?",
-            target.url.trim_end_matches('/')
-        );
-    }
-    let list: inferscale_openai::ModelList = serde_json::from_slice(&body).map_err(|e| {
+/// Adds where a key goes to a refusal for the lack of one.
+fn hint_auth(e: ModelsError) -> anyhow::Error {
+    if matches!(e, ModelsError::Unauthorized { .. }) {
         anyhow!(
-            "{}/v1/models did not return a model list: {e}",
-            target.url.trim_end_matches('/')
+            "{e}; put the key in the {} environment variable or in a file named by --api-key-file",
+            crate::credentials::API_KEY_ENV
         )
-    })?;
-    Ok(list.data.into_iter().map(|m| m.id).collect())
-}
-
-/// Checks the model exists (or picks the first).
-pub(crate) async fn resolve_model(target: &Target, wanted: Option<String>) -> Result<String> {
-    let available = models(target).await?;
-    match wanted {
-        Some(m) if available.contains(&m) => Ok(m),
-        Some(m) => bail!(
-            "the server has no model {m:?}; it serves: {}",
-            available.join(", ")
-        ),
-        None => available
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow!("{} serves no model", target.url)),
+    } else {
+        e.into()
     }
 }
 
@@ -263,7 +237,8 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         .clone()
         .or(p.url.clone())
         .ok_or_else(|| anyhow!("--url is required (or `url:` in the plan)"))?;
-    let url = Target::parse(&url_text).map_err(|e| anyhow!("--url: {e}"))?;
+    let url = Target::parse(&url_text).context("--url")?;
+    let auth = crate::credentials::client_auth(&a.auth)?;
     let step = match (a.step, &p.step) {
         (Some(s), _) => s,
         (None, Some(s)) => s.get("step")?,
@@ -377,7 +352,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         p.stream.unwrap_or(true)
     };
     let max_tokens = match (&a.max_tokens, &p.max_tokens) {
-        (Some(s), _) => Length::parse(s).map_err(|e| anyhow!("--max-tokens: {e}"))?,
+        (Some(s), _) => Length::parse(s).context("--max-tokens")?,
         (None, Some(v)) => v.get("max_tokens")?,
         (None, None) => Length::Fixed { tokens: 100 },
     };
@@ -390,7 +365,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         PromptSource::Fixed { text: t }
     } else if let Some(l) = &a.prompt_tokens {
         PromptSource::Synthetic {
-            length: Length::parse(l).map_err(|e| anyhow!("--prompt-tokens: {e}"))?,
+            length: Length::parse(l).context("--prompt-tokens")?,
         }
     } else if let Some(l) = &p.prompt_tokens {
         PromptSource::Synthetic {
@@ -423,13 +398,13 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         None
     } else {
         match a.metrics_url.clone().or(p.metrics_url.clone()) {
-            Some(m) => Some(Target::parse_metrics(&m).map_err(|e| anyhow!("--metrics-url: {e}"))?),
+            Some(m) => Some(Target::parse_metrics(&m).context("--metrics-url")?),
             None => Some(url.with_path("/metrics")),
         }
     };
     let mut thresholds = Vec::new();
     for t in a.thresholds.iter().chain(p.thresholds.iter().flatten()) {
-        thresholds.push(Threshold::parse(t).map_err(|e| anyhow!(e))?);
+        thresholds.push(Threshold::parse(t)?);
     }
     let model = a.model.clone().or(p.model.clone());
     let config = LoadConfig {
@@ -438,6 +413,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
             reuse: !(a.no_connection_reuse || p.connection_reuse == Some(false)),
             timeout,
             max_body: 64 << 20,
+            auth,
         },
         requests: RequestSpec {
             api,
@@ -600,7 +576,9 @@ pub(crate) async fn execute(
     if let Some(p) = requests_out {
         check_writable(p)?;
     }
-    let model = resolve_model(&r.url, r.model.clone()).await?;
+    let model = resolve_model(&r.url, &r.config.client.auth, r.model.clone())
+        .await
+        .map_err(hint_auth)?;
     r.config.requests.model = model.clone();
     let dataset = match &r.dataset {
         Some(p) => Some(
@@ -616,8 +594,7 @@ pub(crate) async fn execute(
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-        )
-        .map_err(|e| anyhow!(e))?;
+        )?;
     }
     let tty = std::io::stderr().is_terminal();
     let warmup = if r.warmup > 0 {
@@ -625,15 +602,20 @@ pub(crate) async fn execute(
             eprintln!("warm-up: {} sequential requests", r.warmup);
         }
         Some(
-            run_warmup(
-                &r.url,
-                &model,
-                r.warmup,
-                r.config.client.timeout,
-                r.config.speedup,
-                None,
+            Warmup {
+                url: &r.url,
+                auth: &r.config.client.auth,
+                model: &model,
+                n: r.warmup,
+                timeout: r.config.client.timeout,
+                speedup: r.config.speedup,
+                prompt: None,
                 quiet,
-            )
+                api: Api::Completions,
+                stream: false,
+                max_tokens: 100,
+            }
+            .run()
             .await?,
         )
     } else {
@@ -664,7 +646,14 @@ pub(crate) async fn execute(
         shutdown_signal(),
     )
     .await
-    .map_err(|e| anyhow!("{e}"))?;
+    .map_err(|e| match e {
+        // A task that died mid-run is a failure after work began; the rest are refusals
+        // before the first request.
+        e @ inferscale_loadgen::LoadError::TaskPanicked => {
+            crate::exit::after_start(anyhow::Error::new(e).context("the load run failed"))
+        }
+        e => e.into(),
+    })?;
     let mut report = output.report;
     report.warmup = warmup;
     report.target.simulated = r.simulated.take();
@@ -688,14 +677,18 @@ pub(crate) async fn execute(
         .map(|t| t.evaluate(&output.records, r.config.speedup))
         .collect();
     let json = serde_json::to_vec_pretty(&report)?;
-    write_atomic(out, &json)?;
+    write_atomic(out, &json)
+        .context("the measurement is lost: run.json could not be written")
+        .after_start()?;
     if let Some(p) = requests_out {
         let mut lines = Vec::new();
         for rec in &output.records {
             serde_json::to_writer(&mut lines, rec)?;
             lines.push(b'\n');
         }
-        write_atomic(p, &lines)?;
+        write_atomic(p, &lines)
+            .with_context(|| format!("run.json was written to {}", out.display()))
+            .after_start()?;
     }
     if !quiet && !output.scrape_errors.is_empty() {
         eprintln!(
@@ -738,40 +731,17 @@ pub(crate) fn run_load(a: &LoadArgs) -> Result<ExitCode> {
     }
     emit(&text)?;
     Ok(if out.breached {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-async fn run_warmup(
-    url: &Target,
-    model: &str,
-    n: u32,
-    timeout: Duration,
-    speedup: f64,
-    prompt: Option<String>,
-    quiet: bool,
-) -> Result<WarmupReport> {
-    run_warmup_with(
-        url,
-        model,
-        n,
-        timeout,
-        speedup,
-        prompt,
-        quiet,
-        Api::Completions,
-        false,
-        100,
-    )
-    .await
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn run_warmup_with(
-    url: &Target,
-    model: &str,
+/// A sequential warm-up, as `inferscale warmup` and the start of `load`/`run` send it.
+struct Warmup<'a> {
+    url: &'a Target,
+    auth: &'a Auth,
+    model: &'a str,
     n: u32,
     timeout: Duration,
     speedup: f64,
@@ -780,68 +750,90 @@ async fn run_warmup_with(
     api: Api,
     stream: bool,
     max_tokens: u32,
-) -> Result<WarmupReport> {
-    let client = Client::new(ClientConfig {
-        target: url.clone(),
-        reuse: true,
-        timeout,
-        max_body: 64 << 20,
-    });
-    let spec = RequestSpec {
-        api,
-        model: model.to_owned(),
-        prompt: PromptSource::Fixed {
-            text: prompt.unwrap_or_else(|| SEEDS_WARMUP_PROMPT.to_owned()),
-        },
-        max_tokens: Length::Fixed { tokens: max_tokens },
-        temperature: 0.7,
-        stream,
-        ignore_eos: false,
-    };
-    let tty = std::io::stderr().is_terminal() && !quiet;
-    let report = inferscale_loadgen::warmup(&client, &spec, n as usize, speedup, 0, |i, l| {
+}
+
+impl Warmup<'_> {
+    async fn run(self) -> Result<WarmupReport> {
+        let Warmup {
+            url,
+            auth,
+            model,
+            n,
+            timeout,
+            speedup,
+            prompt,
+            quiet,
+            api,
+            stream,
+            max_tokens,
+        } = self;
+        let client = Client::new(ClientConfig {
+            target: url.clone(),
+            reuse: true,
+            timeout,
+            max_body: 64 << 20,
+            auth: auth.clone(),
+        });
+        let spec = RequestSpec {
+            api,
+            model: model.to_owned(),
+            prompt: PromptSource::Fixed {
+                text: prompt.unwrap_or_else(|| SEEDS_WARMUP_PROMPT.to_owned()),
+            },
+            max_tokens: Length::Fixed { tokens: max_tokens },
+            temperature: 0.7,
+            stream,
+            ignore_eos: false,
+        };
+        let tty = std::io::stderr().is_terminal() && !quiet;
+        let report = inferscale_loadgen::warmup(&client, &spec, n as usize, speedup, 0, |i, l| {
+            if tty {
+                eprint!(
+                    "\r  warm-up {}/{n}: {}      ",
+                    i + 1,
+                    opt(l, format_seconds)
+                );
+            }
+        })
+        .await?;
         if tty {
-            eprint!(
-                "\r  warm-up {}/{n}: {}      ",
-                i + 1,
-                opt(l, format_seconds)
-            );
+            eprintln!();
         }
-    })
-    .await
-    .map_err(|e| anyhow!("{e}"))?;
-    if tty {
-        eprintln!();
+        Ok(report)
     }
-    Ok(report)
 }
 
 /// `inferscale warmup`.
 pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
-    let url = Target::parse(&a.url).map_err(|e| anyhow!("--url: {e}"))?;
+    let url = Target::parse(&a.url).context("--url")?;
     if !(a.speedup.is_finite() && a.speedup > 0.0) {
         bail!("--speedup must be a positive number, not {}", a.speedup);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let auth = crate::credentials::client_auth(&a.auth)?;
     let report = rt.block_on(async {
         if let Some(limit) = a.wait_ready {
-            wait_ready(&url, limit).await?;
+            wait_ready(&url.with_path("/health"), &auth, limit).await?;
         }
-        let model = resolve_model(&url, a.model.clone()).await?;
-        run_warmup_with(
-            &url,
-            &model,
-            a.requests,
-            a.timeout,
-            a.speedup,
-            a.prompt.clone(),
-            a.json,
-            api_of(a.api),
-            a.stream,
-            a.max_tokens,
-        )
+        let model = resolve_model(&url, &auth, a.model.clone())
+            .await
+            .map_err(hint_auth)?;
+        Warmup {
+            url: &url,
+            auth: &auth,
+            model: &model,
+            n: a.requests,
+            timeout: a.timeout,
+            speedup: a.speedup,
+            prompt: a.prompt.clone(),
+            quiet: a.json,
+            api: api_of(a.api),
+            stream: a.stream,
+            max_tokens: a.max_tokens,
+        }
+        .run()
         .await
     })?;
     if a.json {
@@ -873,36 +865,6 @@ pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
     Ok(if all_ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     })
-}
-
-/// Waits until `url`'s /health answers 200, at most `limit`.
-async fn wait_ready(url: &Target, limit: Duration) -> Result<()> {
-    let health = url.with_path("/health");
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let r = inferscale_loadgen::transport::get_once(
-            &health,
-            "*/*",
-            Duration::from_secs(5),
-            1 << 16,
-        )
-        .await;
-        if r.as_ref().is_ok_and(|r| r.0 == 200) {
-            return Ok(());
-        }
-        if std::time::Instant::now() >= deadline {
-            let why = match r {
-                Ok((status, _, _)) => format!("HTTP {status}"),
-                Err(e) => e,
-            };
-            bail!(
-                "{} did not become ready within {} (last answer: {why})",
-                health.url,
-                crate::units::format_duration(limit)
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }

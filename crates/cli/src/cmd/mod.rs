@@ -1,6 +1,7 @@
 //! One module per subcommand; each resolves its flags and calls into the libraries.
 
 pub(crate) mod analyze;
+pub(crate) mod docs;
 pub(crate) mod generate;
 pub(crate) mod load;
 pub(crate) mod run;

@@ -11,6 +11,7 @@ use inferscale_sim::{Sim, SimConfig};
 
 use crate::cli::{LoadArgs, RunArgs};
 use crate::cmd::{analyze, generate, load};
+use crate::exit::AfterStartExt;
 use crate::output::emit;
 
 /// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
@@ -37,7 +38,7 @@ async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimCon
     let name = engine.model.hf_id.clone();
     let mut cfg = SimConfig::new(engine, name);
     cfg.speedup = speedup;
-    let sim = Sim::start(cfg.clone(), 1).map_err(|e| anyhow!("{e}"))?;
+    let sim = Sim::start(cfg.clone(), 1)?;
     let lag = sim.lag_meter();
     let load_s = sim.load_time_s();
     let listener =
@@ -55,24 +56,14 @@ async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimCon
         "simulator: {profile} ({} on {}), {speedup}× speed-up, on {url}; loading the model ({load_s:.0} s simulated)",
         cfg.engine.model.name, cfg.engine.gpu.name
     );
-    let health = Target::parse(&format!("{url}/health")).map_err(|e| anyhow!("{e}"))?;
-    let deadline = Instant::now() + Duration::from_secs_f64(load_s / speedup + 30.0);
-    loop {
-        let r = inferscale_loadgen::transport::get_once(
-            &health,
-            "*/*",
-            Duration::from_secs(2),
-            1 << 16,
-        )
-        .await;
-        if r.is_ok_and(|r| r.0 == 200) {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the embedded simulator did not become healthy");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let health = Target::parse(&format!("{url}/health"))?;
+    inferscale_loadgen::transport::wait_ready(
+        &health,
+        &inferscale_loadgen::Auth::none(),
+        Duration::from_secs_f64(load_s / speedup + 30.0),
+    )
+    .await
+    .context("the embedded simulator did not become healthy")?;
     Ok((
         Embedded {
             url,
@@ -136,6 +127,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             warmup: Some(a.warmup),
             out: a.out.join("run.json"),
             grace: Duration::from_secs(30),
+            auth: a.auth.clone(),
             ..LoadArgs::default()
         };
         let mut resolved = load::resolve(&args)?;
@@ -153,11 +145,24 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
         let out = load::execute(resolved, &args.out, None, false).await?;
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
-        let written = analyze::write(&out.report, &a.out, a.peak_rps)?;
+        let kept = || {
+            format!(
+                "the measurement is kept in {}, but what follows from it could not be written",
+                args.out.display()
+            )
+        };
+        let written = analyze::write(&out.report, &a.out, a.peak_rps)
+            .with_context(kept)
+            .after_start()?;
         let manifests = match &written.analysis.thresholds {
             Ok(t) => {
                 let dir = a.out.join("manifests");
-                Some(generate::write(t, &a.cluster, &dir).map(|_| dir)?)
+                Some(
+                    generate::write(t, &a.cluster, &dir)
+                        .map(|_| dir)
+                        .with_context(kept)
+                        .after_start()?,
+                )
             }
             Err(_) => None,
         };
@@ -207,7 +212,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
     }
     emit(&text)?;
     Ok(if analyze::degraded(&report, &written.analysis) {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -15,8 +15,9 @@ use serde_json::{Map, Value, json};
 use crate::cli::{FormatArg, ScrapeArgs};
 use crate::output::emit;
 use crate::units::{format_duration, format_seconds};
+use inferscale_loadgen::Auth;
 use inferscale_loadgen::Target;
-use inferscale_loadgen::transport::get_once;
+use inferscale_loadgen::transport::{Fetched, Get, get};
 
 /// The `Accept` header Prometheus sends: OpenMetrics preferred, text accepted.
 const ACCEPT: &str =
@@ -55,6 +56,7 @@ struct Config {
     strict: bool,
     timeout: Duration,
     max_body: usize,
+    auth: Auth,
 }
 
 fn resolve(args: ScrapeArgs) -> Result<Config> {
@@ -83,7 +85,7 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
             } else if t.contains("://") {
                 Target::parse_metrics(t)
                     .map(Source::Url)
-                    .map_err(|e| anyhow!(e))
+                    .map_err(anyhow::Error::from)
             } else {
                 Ok(Source::File(t.clone()))
             };
@@ -98,15 +100,33 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
         strict: args.strict,
         timeout: args.timeout,
         max_body: args.max_body,
+        auth: match &args.bearer_token_file {
+            Some(p) => Auth::bearer(
+                &crate::credentials::read_small(p, "bearer token file")?,
+                &p.display().to_string(),
+            )?,
+            None => Auth::none(),
+        },
     })
 }
 
 async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
     match source {
         Source::Url(t) => {
-            let (status, body, content_type) = get_once(t, ACCEPT, cfg.timeout, cfg.max_body)
-                .await
-                .map_err(|e| anyhow!(e))?;
+            let Fetched {
+                status,
+                body,
+                content_type,
+            } = get(
+                t,
+                &Get {
+                    accept: ACCEPT.to_owned(),
+                    timeout: cfg.timeout,
+                    max_body: cfg.max_body,
+                    auth: cfg.auth.clone(),
+                },
+            )
+            .await?;
             if status != 200 {
                 let snippet: String = String::from_utf8_lossy(&body[..body.len().min(200)])
                     .chars()
@@ -313,7 +333,7 @@ async fn run_async(cfg: Arc<Config>) -> Result<ExitCode> {
         }
     }
     Ok(if failed {
-        ExitCode::from(2)
+        ExitCode::from(crate::exit::USAGE)
     } else {
         ExitCode::SUCCESS
     })
@@ -365,9 +385,9 @@ fn validate(cfg: &Config, bodies: &[Result<Body>]) -> Result<ExitCode> {
     }
     emit(&text)?;
     Ok(if unreadable {
-        ExitCode::from(2)
+        ExitCode::from(crate::exit::USAGE)
     } else if invalid {
-        ExitCode::from(1)
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -178,8 +178,20 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     cfg.max_body_bytes = a.max_body;
     cfg.hostname = a.hostname.clone();
     cfg.access_log = a.access_log.clone();
+    cfg.api_key = match &a.api_key_file {
+        Some(p) => Some(
+            inferscale_sim::ApiKey::new(&crate::credentials::read_small(p, "API key file")?)
+                .ok_or_else(|| anyhow!("the API key file {} is empty", p.display()))?,
+        ),
+        None => std::env::var(SERVER_KEY_ENV)
+            .ok()
+            .and_then(|k| inferscale_sim::ApiKey::new(&k)),
+    };
     Ok(cfg)
 }
+
+/// The environment variable vLLM reads its API key from.
+const SERVER_KEY_ENV: &str = "VLLM_API_KEY";
 
 fn list() -> String {
     let mut s = String::from("Profiles:\n");
@@ -339,8 +351,14 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
             ));
             listeners.push((l, d));
         }
+        if cfg.api_key.is_some() {
+            lines.push(
+                "  /v1/* requires the API key (Authorization: Bearer); /health and /metrics stay open"
+                    .into(),
+            );
+        }
         let sim =
-            Sim::start(cfg.clone(), usize::from(args.replicas)).map_err(|e| anyhow!("{e}"))?;
+            Sim::start(cfg.clone(), usize::from(args.replicas))?;
         let title = args.profile.clone().unwrap_or_else(|| {
             if args.gpu.is_none() && args.model.is_none() {
                 "aws-eks-ministral-8b-l40s".into()
@@ -367,7 +385,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
                 eprintln!("inferscale sim: {line}");
                 Ok(ExitCode::SUCCESS)
             }
-            Some(Err(e)) => Err(anyhow!("{e}")),
+            Some(Err(e)) => Err(e.into()),
         }
     })
 }

@@ -59,15 +59,13 @@ pub(crate) async fn start(cfg: SimConfig) -> Running {
     }));
     // Wait for /health (the model "loads" in simulated time).
     let t = Target::parse(&format!("http://{addr}/health")).unwrap();
-    for _ in 0..2000 {
-        if inferscale_loadgen::transport::get_once(&t, "*/*", Duration::from_secs(1), 1 << 20)
-            .await
-            .is_ok_and(|r| r.0 == 200)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    inferscale_loadgen::transport::wait_ready(
+        &t,
+        &inferscale_loadgen::Auth::none(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     Running {
         api: addr,
         lag,
@@ -92,6 +90,7 @@ pub(crate) fn load(api: SocketAddr, stages: Vec<Stage>, speedup: f64, stream: bo
             reuse: true,
             timeout: Duration::from_secs(60),
             max_body: 16 << 20,
+            auth: inferscale_loadgen::Auth::none(),
         },
         requests: RequestSpec {
             api: Api::Completions,

@@ -1,0 +1,62 @@
+//! Credentials from the environment and files into the client's [`Auth`]. Secrets are never
+//! taken from argv; files are read with a size cap.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use inferscale_loadgen::Auth;
+
+use crate::cli::AuthArgs;
+
+/// The environment variable an OpenAI API key is read from, as OpenAI's own clients do.
+pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// Secrets and header files are small; anything larger is a wrong path.
+const MAX_SECRET_FILE: u64 = 64 << 10;
+
+/// Reads a small text file (a key, a token, headers), refusing large files and what is not
+/// a regular file.
+pub(crate) fn read_small(path: &Path, what: &str) -> Result<String> {
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("the {what} {} is not a regular file", path.display());
+    }
+    let mut text = String::new();
+    f.take(MAX_SECRET_FILE + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read the {what} {} as text", path.display()))?;
+    if text.len() as u64 > MAX_SECRET_FILE {
+        bail!(
+            "the {what} {} is larger than {} KiB: is it the right file?",
+            path.display(),
+            MAX_SECRET_FILE >> 10
+        );
+    }
+    Ok(text)
+}
+
+/// The client's credentials: `--api-key-file`, else `OPENAI_API_KEY`; plus `--header-file`.
+pub(crate) fn client_auth(a: &AuthArgs) -> Result<Auth> {
+    let mut auth = Auth::none();
+    if let Some(p) = &a.api_key_file {
+        let key = read_small(p, "API key file")?;
+        auth.add_bearer(&key, &p.display().to_string())?;
+    } else if let Some(key) = std::env::var_os(API_KEY_ENV) {
+        let key = key
+            .into_string()
+            .map_err(|_| anyhow::anyhow!("{API_KEY_ENV} is not valid UTF-8"))?;
+        if !key.trim().is_empty() {
+            auth.add_bearer(&key, API_KEY_ENV)?;
+        }
+    }
+    if let Some(p) = &a.header_file {
+        let text = read_small(p, "header file")?;
+        auth.add_header_file(&text, &p.display().to_string())?;
+    }
+    Ok(auth)
+}

@@ -1,0 +1,105 @@
+//! What the binary's end-to-end tests share: the binary, its output, scratch folders, the
+//! external programs they need, and a simulator child process on a port it bound itself.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test.
+pub(crate) fn inferscale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferscale"))
+}
+
+/// Standard error, as text.
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Standard output, as text.
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `name` in a scratch folder of this test binary (`tag` keeps test files apart).
+pub(crate) fn tmp(tag: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("inferscale-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// The repository's root.
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+use inferscale_testkit::Reap;
+
+/// `inferscale sim` in a child process, listening on a port the kernel chose (the simulator
+/// binds 127.0.0.1:0 and says which port in its start-up lines: no port is guessed).
+pub(crate) struct Sim {
+    /// The child, killed on drop.
+    pub(crate) child: Reap,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+}
+
+/// Starts `inferscale sim ARGS` with `envs` and waits until it serves.
+pub(crate) fn sim_with_env(args: &[&str], envs: &[(&str, &str)]) -> Sim {
+    let mut cmd = inferscale();
+    cmd.args(["sim", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut url = None;
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        if url.is_none()
+            && let Some(rest) = line.trim().strip_prefix("serving ")
+        {
+            url = rest.split_whitespace().next().map(str::to_owned);
+        }
+        if line.contains("stop with Ctrl-C") {
+            break;
+        }
+    }
+    Sim {
+        child: Reap(child),
+        url: url.expect("the simulator says where it serves"),
+    }
+}
+
+impl Sim {
+    /// Waits until `/health` answers 200 (the model has "loaded"), at most a minute.
+    pub(crate) fn wait_healthy(&self) {
+        use std::io::{Read as _, Write as _};
+        let addr = self.url.trim_start_matches("http://").to_owned();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let mut b = String::new();
+            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+                let _ = write!(s, "GET /health HTTP/1.0\r\n\r\n");
+                let _ = s.read_to_string(&mut b);
+            }
+            if b.split(' ').nth(1) == Some("200") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the simulator did not become healthy: {b}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// Starts `inferscale sim ARGS` and waits until it serves.
+pub(crate) fn sim(args: &[&str]) -> Sim {
+    sim_with_env(args, &[])
+}
