@@ -30,6 +30,79 @@ pub struct VllmFamily {
     pub extra_labels: &'static [&'static str],
     /// The bucket family of a histogram.
     pub buckets: Option<BucketFamily>,
+    /// What the family reports, for whoever turns engine statistics into series (the
+    /// simulator): matched exhaustively there, so no family can fall through to a silent
+    /// zero and a renamed one keeps its value.
+    pub value: Value,
+}
+
+/// What a vLLM family reports, in terms of what an engine counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Requests in the running batch.
+    Running,
+    /// Requests waiting.
+    Waiting,
+    /// Requests waiting, by `reason`: all of them for `capacity` (the only wait modelled).
+    WaitingByReason,
+    /// `1` for `sleep_state="awake"`, `0` for the other states (the engine never sleeps).
+    SleepState,
+    /// KV-cache usage, 0–1.
+    KvCacheUsage,
+    /// Prompt tokens looked up in the prefix cache.
+    PrefixCacheQueries,
+    /// Preemptions.
+    Preemptions,
+    /// Prompt tokens processed.
+    PromptTokens,
+    /// Prompt tokens by `source`: all of them `local_compute` (no prefix cache, no KV
+    /// transfer).
+    PromptTokensBySource,
+    /// Generated tokens.
+    GenerationTokens,
+    /// Finished requests by `finished_reason`.
+    FinishedByReason,
+    /// One of the engine's histograms.
+    Histogram(EngineHistogram),
+    /// Something vLLM counts that the engine model does not (prefix-cache hits, multimodal
+    /// and external caches, FLOP and byte estimates, admission rejections): served as zero,
+    /// on purpose, so that dashboards find the family.
+    NotModelled,
+}
+
+/// The engine's histograms, each in its vLLM bucket layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineHistogram {
+    /// Prompt length per request.
+    PromptTokens,
+    /// Output length per request.
+    GenerationTokens,
+    /// Tokens per engine step.
+    IterationTokens,
+    /// `max_tokens` per request.
+    MaxTokens,
+    /// `n` per request.
+    ParamsN,
+    /// Time to first token.
+    TimeToFirstToken,
+    /// Gaps between tokens.
+    InterTokenLatency,
+    /// Decode time per output token, per request.
+    TimePerOutputToken,
+    /// Arrival to finish.
+    EndToEnd,
+    /// Waiting in the queue.
+    QueueTime,
+    /// First scheduled to finish.
+    InferenceTime,
+    /// First scheduled to first token.
+    PrefillTime,
+    /// First token to finish.
+    DecodeTime,
+    /// Preemptions per request.
+    Preemptions,
+    /// Prompt tokens computed (not cached) per request.
+    PrefillKvComputed,
 }
 
 /// The families of vLLM 0.33.0 in the order its `/metrics` lists them (`cache_config_info`,
@@ -42,6 +115,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:estimated_read_bytes_per_gpu_total",
@@ -50,6 +124,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:estimated_write_bytes_per_gpu_total",
@@ -58,6 +133,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:num_requests_running",
@@ -66,6 +142,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::Running,
     },
     VllmFamily {
         name: "vllm:num_requests_waiting",
@@ -74,6 +151,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::Waiting,
     },
     VllmFamily {
         name: "vllm:num_requests_waiting_by_reason",
@@ -82,6 +160,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &["reason"],
         buckets: None,
+        value: Value::WaitingByReason,
     },
     VllmFamily {
         name: "vllm:engine_sleep_state",
@@ -90,6 +169,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &["sleep_state"],
         buckets: None,
+        value: Value::SleepState,
     },
     VllmFamily {
         name: "vllm:kv_cache_usage_perc",
@@ -98,6 +178,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::KvCacheUsage,
     },
     VllmFamily {
         name: "vllm:prefix_cache_queries_total",
@@ -106,6 +187,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::PrefixCacheQueries,
     },
     VllmFamily {
         name: "vllm:prefix_cache_hits_total",
@@ -114,6 +196,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:external_prefix_cache_queries_total",
@@ -122,6 +205,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:external_prefix_cache_hits_total",
@@ -130,6 +214,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:mm_cache_queries_total",
@@ -138,6 +223,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:mm_cache_hits_total",
@@ -146,6 +232,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:num_preemptions_total",
@@ -154,6 +241,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::Preemptions,
     },
     VllmFamily {
         name: "vllm:prompt_tokens_total",
@@ -162,6 +250,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::PromptTokens,
     },
     VllmFamily {
         name: "vllm:prompt_tokens_by_source_total",
@@ -170,6 +259,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &["source"],
         buckets: None,
+        value: Value::PromptTokensBySource,
     },
     VllmFamily {
         name: "vllm:prompt_tokens_cached_total",
@@ -178,6 +268,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:prompt_tokens_cached_by_source_total",
@@ -186,6 +277,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &["source"],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:generation_tokens_total",
@@ -194,6 +286,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
+        value: Value::GenerationTokens,
     },
     VllmFamily {
         name: "vllm:request_success_total",
@@ -202,6 +295,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &["finished_reason"],
         buckets: None,
+        value: Value::FinishedByReason,
     },
     VllmFamily {
         name: "vllm:admission_rejections_total",
@@ -210,6 +304,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: false,
         extra_labels: &["reason"],
         buckets: None,
+        value: Value::NotModelled,
     },
     VllmFamily {
         name: "vllm:request_prompt_tokens",
@@ -218,6 +313,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestTokens),
+        value: Value::Histogram(EngineHistogram::PromptTokens),
     },
     VllmFamily {
         name: "vllm:request_generation_tokens",
@@ -226,6 +322,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestTokens),
+        value: Value::Histogram(EngineHistogram::GenerationTokens),
     },
     VllmFamily {
         name: "vllm:iteration_tokens_total",
@@ -234,6 +331,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::IterationTokens),
+        value: Value::Histogram(EngineHistogram::IterationTokens),
     },
     VllmFamily {
         name: "vllm:request_max_num_generation_tokens",
@@ -242,6 +340,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestTokens),
+        value: Value::Histogram(EngineHistogram::MaxTokens),
     },
     VllmFamily {
         name: "vllm:request_params_n",
@@ -250,6 +349,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestParamsN),
+        value: Value::Histogram(EngineHistogram::ParamsN),
     },
     VllmFamily {
         name: "vllm:request_params_max_tokens",
@@ -258,6 +358,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestTokens),
+        value: Value::Histogram(EngineHistogram::MaxTokens),
     },
     VllmFamily {
         name: "vllm:time_to_first_token_seconds",
@@ -266,6 +367,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::TimeToFirstToken),
+        value: Value::Histogram(EngineHistogram::TimeToFirstToken),
     },
     VllmFamily {
         name: "vllm:inter_token_latency_seconds",
@@ -274,6 +376,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::InterTokenLatency),
+        value: Value::Histogram(EngineHistogram::InterTokenLatency),
     },
     VllmFamily {
         name: "vllm:request_time_per_output_token_seconds",
@@ -282,6 +385,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::InterTokenLatency),
+        value: Value::Histogram(EngineHistogram::TimePerOutputToken),
     },
     VllmFamily {
         name: "vllm:e2e_request_latency_seconds",
@@ -290,6 +394,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestLatency),
+        value: Value::Histogram(EngineHistogram::EndToEnd),
     },
     VllmFamily {
         name: "vllm:request_queue_time_seconds",
@@ -298,6 +403,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestLatency),
+        value: Value::Histogram(EngineHistogram::QueueTime),
     },
     VllmFamily {
         name: "vllm:request_inference_time_seconds",
@@ -306,6 +412,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestLatency),
+        value: Value::Histogram(EngineHistogram::InferenceTime),
     },
     VllmFamily {
         name: "vllm:request_prefill_time_seconds",
@@ -314,6 +421,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestLatency),
+        value: Value::Histogram(EngineHistogram::PrefillTime),
     },
     VllmFamily {
         name: "vllm:request_decode_time_seconds",
@@ -322,6 +430,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestLatency),
+        value: Value::Histogram(EngineHistogram::DecodeTime),
     },
     VllmFamily {
         name: "vllm:request_num_preemptions",
@@ -330,6 +439,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestNumPreemptions),
+        value: Value::Histogram(EngineHistogram::Preemptions),
     },
     VllmFamily {
         name: "vllm:request_prefill_kv_computed_tokens",
@@ -338,6 +448,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: Some(BucketFamily::RequestTokens),
+        value: Value::Histogram(EngineHistogram::PrefillKvComputed),
     },
 ];
 
@@ -498,6 +609,7 @@ pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
             engine_label: true,
             extra_labels: &[],
             buckets: None,
+            value: Value::KvCacheUsage,
         },
         "vllm:kv_cache_usage_perc",
     ),
@@ -509,6 +621,7 @@ pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
             engine_label: true,
             extra_labels: &[],
             buckets: None,
+            value: Value::PrefixCacheQueries,
         },
         "vllm:prefix_cache_queries_total",
     ),
@@ -520,6 +633,7 @@ pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
             engine_label: true,
             extra_labels: &[],
             buckets: None,
+            value: Value::NotModelled,
         },
         "vllm:prefix_cache_hits_total",
     ),
@@ -531,6 +645,7 @@ pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
             engine_label: true,
             extra_labels: &[],
             buckets: Some(BucketFamily::InterTokenLatency),
+            value: Value::Histogram(EngineHistogram::InterTokenLatency),
         },
         "vllm:inter_token_latency_seconds",
     ),
@@ -571,4 +686,37 @@ pub fn created_name(name: &str, counter: bool) -> String {
         name
     };
     format!("{base}_created")
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+    use crate::{Engine, Signal, names_of};
+
+    /// Every vLLM family that a signal is read from must say what it reports: a family the
+    /// catalog reads can never be one the simulator serves as a silent zero.
+    #[test]
+    fn every_family_a_signal_reads_reports_an_engine_value() {
+        let mut checked = 0;
+        for signal in Signal::ALL {
+            for n in names_of(Engine::Vllm, signal) {
+                let Some(f) = family(n.name).or_else(|| {
+                    DEPRECATED_FAMILIES
+                        .iter()
+                        .map(|(f, _)| f)
+                        .find(|f| f.name == n.name)
+                }) else {
+                    continue; // a name of another release that 0.33 does not list
+                };
+                assert_ne!(
+                    f.value,
+                    Value::NotModelled,
+                    "{} (read for {signal:?}) is not modelled",
+                    f.name
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 10, "{checked} families checked");
+    }
 }

@@ -71,6 +71,12 @@ pub(crate) struct AuthArgs {
     /// their values are treated as secrets.
     #[arg(long, value_name = "PATH")]
     pub(crate) header_file: Option<std::path::PathBuf>,
+    /// For https: trust the CA certificates in this PEM file instead of the public roots.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) ca_file: Option<std::path::PathBuf>,
+    /// For https: do not check the server's certificate at all (said in the output).
+    #[arg(long, conflicts_with = "ca_file")]
+    pub(crate) insecure: bool,
 }
 
 /// The names a cluster has (shared by `generate` and `run`).
@@ -327,6 +333,14 @@ pub(crate) struct ScrapeArgs {
     /// takes `bearer_token_file`); never on the command line.
     #[arg(long, value_name = "PATH")]
     pub(crate) bearer_token_file: Option<std::path::PathBuf>,
+
+    /// For https: trust the CA certificates in this PEM file instead of the public roots.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) ca_file: Option<std::path::PathBuf>,
+
+    /// For https: do not check the server's certificate at all (said in the output).
+    #[arg(long, conflicts_with = "ca_file")]
+    pub(crate) insecure: bool,
 }
 
 /// `inferscale sim`.

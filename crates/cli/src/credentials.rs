@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use inferscale_loadgen::Auth;
+use inferscale_loadgen::tls::{TlsConfig, TlsOptions};
 
 use crate::cli::AuthArgs;
 
@@ -38,6 +39,49 @@ pub(crate) fn read_small(path: &Path, what: &str) -> Result<String> {
         );
     }
     Ok(text)
+}
+
+/// The TLS configuration for https targets from `--ca-file` and `--insecure` (`None`: the
+/// public roots). `--insecure` is said on standard error, every time.
+pub(crate) fn tls(ca_file: Option<&Path>, insecure: bool) -> Result<Option<TlsConfig>> {
+    if insecure {
+        eprintln!("warning: --insecure: the server's TLS certificate is not checked");
+    }
+    if ca_file.is_none() && !insecure {
+        return Ok(None);
+    }
+    let ca_pem = match ca_file {
+        Some(p) => Some((
+            p.display().to_string(),
+            read_small_bytes(p, "CA file", 4 << 20)?,
+        )),
+        None => None,
+    };
+    Ok(Some(inferscale_loadgen::tls::client_config(&TlsOptions {
+        ca_pem,
+        insecure,
+    })?))
+}
+
+/// Reads a small file as bytes, refusing what is larger than `max` or not a regular file.
+fn read_small_bytes(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        bail!("the {what} {} is not a regular file", path.display());
+    }
+    let mut bytes = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if bytes.len() as u64 > max {
+        bail!(
+            "the {what} {} is larger than {} KiB",
+            path.display(),
+            max >> 10
+        );
+    }
+    Ok(bytes)
 }
 
 /// The client's credentials: `--api-key-file`, else `OPENAI_API_KEY`; plus `--header-file`.

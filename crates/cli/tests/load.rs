@@ -268,8 +268,8 @@ fn nothing_is_sent_when_the_run_could_not_be_saved_or_the_target_is_wrong() {
             "no comparison",
         ),
         (
-            vec!["--url".into(), "https://example.com".into()],
-            "https is not supported",
+            vec!["--url".into(), "ftp://127.0.0.1:8000".into()],
+            "unsupported scheme \"ftp\"",
         ),
         (
             vec![

@@ -255,7 +255,7 @@ fn unreadable_targets_are_reported_and_the_rest_still_shown() {
         &silent,
         &refused,
         "no/such/file.prom",
-        "https://example.invalid/metrics",
+        "ftp://127.0.0.1/metrics",
         good.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
@@ -281,7 +281,10 @@ fn unreadable_targets_are_reported_and_the_rest_still_shown() {
         err.contains("error: no/such/file.prom: cannot read the file"),
         "{err}"
     );
-    assert!(err.contains("https is not supported"), "{err}");
+    assert!(
+        err.contains("unsupported scheme \"ftp\" (expected http:// or https://)"),
+        "{err}"
+    );
     assert!(
         stdout(&o).contains("queue depth (waiting)  1"),
         "the good target is still shown"

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::auth::Auth;
 use crate::target::Target;
 use crate::transport::{FetchError, Get, get};
 
@@ -63,15 +62,15 @@ pub enum ModelsError {
     },
 }
 
-/// The ids of the models `target` serves. Only `id` is read from each entry: servers differ
-/// in the rest.
-pub async fn models(target: &Target, auth: &Auth) -> Result<Vec<String>, ModelsError> {
+/// The ids of the models `target` serves, asked with `access`'s credentials and TLS. Only
+/// `id` is read from each entry: servers differ in the rest.
+pub async fn models(target: &Target, access: &Get) -> Result<Vec<String>, ModelsError> {
     let t = target.with_path("/v1/models");
     let url = || t.url.clone();
-    let mut how = Get::new("application/json");
+    let mut how = access.clone();
+    how.accept = "application/json".into();
     how.timeout = Duration::from_secs(10);
     how.max_body = 4 << 20;
-    how.auth = auth.clone();
     let f = get(&t, &how)
         .await
         .map_err(|source| ModelsError::Fetch { url: url(), source })?;
@@ -81,7 +80,7 @@ pub async fn models(target: &Target, auth: &Auth) -> Result<Vec<String>, ModelsE
             return Err(ModelsError::Unauthorized {
                 url: url(),
                 status: f.status,
-                sent_credentials: !auth.is_empty(),
+                sent_credentials: !access.auth.is_empty(),
             });
         }
         status => return Err(ModelsError::Status { url: url(), status }),
@@ -94,10 +93,10 @@ pub async fn models(target: &Target, auth: &Auth) -> Result<Vec<String>, ModelsE
 /// Checks that `wanted` is served, or picks the first model when none is asked for.
 pub async fn resolve_model(
     target: &Target,
-    auth: &Auth,
+    access: &Get,
     wanted: Option<String>,
 ) -> Result<String, ModelsError> {
-    let available = models(target, auth).await?;
+    let available = models(target, access).await?;
     match wanted {
         Some(m) if available.contains(&m) => Ok(m),
         Some(wanted) => Err(ModelsError::NoSuchModel { wanted, available }),
@@ -107,5 +106,58 @@ pub async fn resolve_model(
             .ok_or_else(|| ModelsError::NoModel {
                 url: target.with_path("/v1/models").url,
             }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    /// A server on loopback that answers every request with `status` and `body`.
+    fn answer(status: u16, body: &'static str) -> Target {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|_| unreachable!());
+        let port = l.local_addr().map_or(0, |a| a.port());
+        std::thread::spawn(move || {
+            for s in l.incoming().take(4) {
+                let Ok(mut s) = s else { continue };
+                let mut buf = [0u8; 2048];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Target::parse(&format!("http://127.0.0.1:{port}")).unwrap_or_else(|_| unreachable!())
+    }
+
+    /// Regression: a model list without `created` (or `object`, `owned_by`) was refused,
+    /// although only `id` is needed.
+    #[tokio::test]
+    async fn a_model_list_with_only_ids_is_read() {
+        let t = answer(200, r#"{"data":[{"id":"llama"},{"id":"qwen","extra":1}]}"#);
+        let m = models(&t, &Get::new("*/*")).await;
+        assert_eq!(m.ok(), Some(vec!["llama".to_owned(), "qwen".to_owned()]));
+    }
+
+    #[tokio::test]
+    async fn a_401_says_a_key_is_wanted_and_an_unknown_model_lists_the_served_ones() {
+        let t = answer(401, r#"{"error":"Unauthorized"}"#);
+        let e = resolve_model(&t, &Get::new("*/*"), None).await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("wants an API key, and none was sent"),
+            "{e}"
+        );
+        let t = answer(200, r#"{"data":[{"id":"llama"}]}"#);
+        let e = resolve_model(&t, &Get::new("*/*"), Some("gpt".into()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the server has no model \"gpt\"; it serves: llama"
+        );
     }
 }

@@ -24,6 +24,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod target;
 pub mod threshold;
+pub mod tls;
 pub mod transport;
 
 pub use auth::{Auth, AuthError};

@@ -366,12 +366,11 @@ pub async fn run(
     // The API's credentials go to the metrics endpoint only when it is the same server: a
     // key must never be sent to another host.
     let sampler = cfg.metrics.clone().map(|t| {
-        let auth = if t.authority() == cfg.client.target.authority() {
-            cfg.client.auth.clone()
-        } else {
-            crate::auth::Auth::none()
-        };
-        Arc::new(Sampler::new(t, auth))
+        let mut access = crate::transport::Get::like(&cfg.client);
+        if t.authority() != cfg.client.target.authority() {
+            access.auth = crate::auth::Auth::none();
+        }
+        Arc::new(Sampler::new(t, access))
     });
     // The first step's lower bound is scraped before the clock starts, so that no request
     // can finish before it is taken (later steps' bounds are taken ahead of their start).

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use inferscale_catalog::Snapshot;
 
-use crate::auth::Auth;
 use crate::target::Target;
 use crate::transport::{FetchError, Get, get};
 
@@ -74,10 +73,10 @@ const ACCEPT: &str =
     "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1";
 
 impl Sampler {
-    /// A sampler of `target`, sending `auth` with each scrape.
-    pub fn new(target: Target, auth: Auth) -> Self {
-        let mut how = Get::new(ACCEPT);
-        how.auth = auth;
+    /// A sampler of `target`, with `access`'s credentials and TLS.
+    pub fn new(target: Target, access: Get) -> Self {
+        let mut how = access;
+        how.accept = ACCEPT.into();
         Sampler {
             target,
             how,

@@ -1,15 +1,17 @@
-//! Server addresses: `http://host:port[/base]` URLs turned into what a connection needs.
+//! Server addresses: `http(s)://host:port[/base]` URLs turned into what a connection needs.
 
 use std::time::Duration;
 
-/// A parsed `http://` URL.
+/// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The URL as given (with `/metrics` added for scrape targets without a path).
     pub url: String,
+    /// `https://`: the connection is TLS.
+    pub tls: bool,
     /// Host name or address (without brackets for IPv6).
     pub host: String,
-    /// Port (80 by default).
+    /// Port (80 by default, 443 for https).
     pub port: u16,
     /// Path and query as given (`/` when none).
     pub path_and_query: String,
@@ -26,16 +28,8 @@ pub enum UrlError {
         /// As given.
         url: String,
     },
-    /// `https://`.
-    #[error(
-        "{url:?}: https is not supported; use http (inside the cluster, or through `kubectl port-forward`)"
-    )]
-    Https {
-        /// As given.
-        url: String,
-    },
     /// Another scheme.
-    #[error("{url:?}: unsupported scheme {scheme:?} (expected http://)")]
+    #[error("{url:?}: unsupported scheme {scheme:?} (expected http:// or https://)")]
     Scheme {
         /// As given.
         url: String,
@@ -83,7 +77,7 @@ fn port_part(authority: &str) -> Option<&str> {
 }
 
 impl Target {
-    /// Parses an `http://` URL; `https` and other schemes, ports outside 1–65535 and
+    /// Parses an `http://` or `https://` URL; other schemes, ports outside 1–65535 and
     /// credentials are refused with the reason.
     pub fn parse(url: &str) -> Result<Target, UrlError> {
         let owned = || url.to_owned();
@@ -98,9 +92,9 @@ impl Target {
         let uri: http::Uri = url
             .parse()
             .map_err(|_| UrlError::Invalid { url: owned() })?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => return Err(UrlError::Https { url: owned() }),
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             Some(other) => {
                 return Err(UrlError::Scheme {
                     url: owned(),
@@ -108,9 +102,10 @@ impl Target {
                 });
             }
             None => return Err(UrlError::NoScheme { url: owned() }),
-        }
+        };
         let authority = uri.authority().map_or("", |a| a.as_str());
         let port = match port_part(authority) {
+            None if tls => 443,
             None => 80,
             Some(p) => p
                 .parse::<u16>()
@@ -134,6 +129,7 @@ impl Target {
         let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
         Ok(Target {
             url: url.to_owned(),
+            tls,
             host,
             port,
             path_and_query,
@@ -175,7 +171,12 @@ impl Target {
     pub fn with_path(&self, path: &str) -> Target {
         let mut t = self.clone();
         t.path_and_query = self.path(path);
-        t.url = format!("http://{}{}", self.authority(), t.path_and_query);
+        t.url = format!(
+            "{}://{}{}",
+            if self.tls { "https" } else { "http" },
+            self.authority(),
+            t.path_and_query
+        );
         t
     }
 }
@@ -223,12 +224,10 @@ mod tests {
         );
         assert_eq!(t.path("/v1/completions"), "/llm/v1/completions");
         assert_eq!(t.with_path("/metrics").url, "http://[::1]:9400/llm/metrics");
-        assert!(
-            Target::parse("https://x")
-                .unwrap_err()
-                .to_string()
-                .contains("https")
-        );
+        let t = Target::parse("https://x/llm").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.port, 443);
+        assert_eq!(t.with_path("/metrics").url, "https://x:443/llm/metrics");
         assert!(Target::parse("ftp://x").is_err());
         assert!(Target::parse("127.0.0.1:8000").is_err());
         assert_eq!(Target::parse("http://[::1]/").unwrap().port, 80);

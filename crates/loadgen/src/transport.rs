@@ -1,7 +1,7 @@
 //! Sending one request and watching its response: HTTP/1.1 with or without connection reuse,
 //! a deadline, and streaming responses decoded event by event as the bytes arrive.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -11,7 +11,6 @@ use hyper_util::rt::TokioIo;
 use inferscale_openai::SseDecoder;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpStream;
 
 use crate::auth::Auth;
 use crate::target::Target;
@@ -95,6 +94,8 @@ pub struct ClientConfig {
     pub max_body: usize,
     /// Credentials and extra headers sent with every request.
     pub auth: Auth,
+    /// TLS for an `https://` target (`None`: the Mozilla roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// One HTTP/1.1 connection: the request half, and the task that drives the socket (aborted to
@@ -192,10 +193,15 @@ impl Client {
     }
 
     async fn connect(&self) -> Result<Conn, String> {
-        let stream = TcpStream::connect((self.cfg.target.host.as_str(), self.cfg.target.port))
+        let t = &self.cfg.target;
+        let tls = match (t.tls, &self.cfg.tls) {
+            (false, _) => None,
+            (true, Some(c)) => Some(Arc::clone(c)),
+            (true, None) => Some(crate::tls::default_config().map_err(|e| e.to_string())?),
+        };
+        let stream = crate::tls::connect(&t.host, t.port, tls.as_ref())
             .await
-            .map_err(|e| format!("cannot connect to {}: {e}", self.cfg.target.authority()))?;
-        let _ = stream.set_nodelay(true);
+            .map_err(|e| format!("cannot connect to {}: {e}", t.authority()))?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("HTTP handshake failed: {e}"))?;
@@ -433,9 +439,20 @@ pub struct Get {
     pub max_body: usize,
     /// Credentials and extra headers.
     pub auth: Auth,
+    /// TLS for an `https://` target (`None`: the Mozilla roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Get {
+    /// The credentials and TLS of a client configuration, for one-off reads of the same
+    /// server (its models, its health, its metrics).
+    pub fn like(client: &ClientConfig) -> Get {
+        let mut g = Get::new("*/*");
+        g.auth = client.auth.clone();
+        g.tls = client.tls.clone();
+        g
+    }
+
     /// A `GET` accepting `accept`, with a 5-second timeout, a 64 MiB body limit and no
     /// credentials.
     pub fn new(accept: &str) -> Get {
@@ -444,6 +461,7 @@ impl Get {
             timeout: Duration::from_secs(5),
             max_body: 64 << 20,
             auth: Auth::none(),
+            tls: None,
         }
     }
 }
@@ -470,6 +488,9 @@ pub enum FetchError {
         #[source]
         source: hyper::Error,
     },
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The request could not be built (a path or header hyper refuses).
     #[error("cannot build the request to {authority}")]
     Request {
@@ -508,14 +529,18 @@ pub enum FetchError {
 /// A `GET` with no pool, for one-off reads of any URL (a scrape, `/v1/models`, `/health`).
 pub async fn get(target: &Target, how: &Get) -> Result<Fetched, FetchError> {
     let authority = target.authority();
+    let tls = match (target.tls, &how.tls) {
+        (false, _) => None,
+        (true, Some(c)) => Some(Arc::clone(c)),
+        (true, None) => Some(crate::tls::default_config()?),
+    };
     let fut = async {
-        let stream = TcpStream::connect((target.host.as_str(), target.port))
+        let stream = crate::tls::connect(&target.host, target.port, tls.as_ref())
             .await
             .map_err(|source| FetchError::Connect {
                 authority: authority.clone(),
                 source,
             })?;
-        let _ = stream.set_nodelay(true);
         let http = |source| FetchError::Http {
             authority: authority.clone(),
             source,
@@ -592,14 +617,15 @@ pub struct NotReady {
     pub last: Option<String>,
 }
 
-/// Polls `target` (a `/health` URL) every 50 ms until it answers 200, for at most `within`.
-/// A model that is still loading answers 503; that is waited through.
-pub async fn wait_ready(target: &Target, auth: &Auth, within: Duration) -> Result<(), NotReady> {
+/// Polls `target` (a `/health` URL) every 50 ms until it answers 200, for at most `within`,
+/// with `access`'s credentials and TLS. A model that is still loading answers 503; that is
+/// waited through.
+pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Result<(), NotReady> {
     let deadline = tokio::time::Instant::now() + within;
-    let mut how = Get::new("*/*");
+    let mut how = access.clone();
+    how.accept = "*/*".into();
     how.timeout = Duration::from_secs(2).min(within.max(Duration::from_millis(100)));
     how.max_body = 1 << 16;
-    how.auth = auth.clone();
     loop {
         let last = match get(target, &how).await {
             Ok(f) if f.status == 200 => return Ok(()),

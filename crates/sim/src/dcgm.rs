@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use inferscale_catalog::dcgm::{DEFAULT_FIELDS, ECC_FIELDS, FieldKind};
+use inferscale_catalog::dcgm::{DEFAULT_FIELDS, ECC_FIELDS, FieldKind, Reading as Field};
 use inferscale_engine::EngineConfig;
 use inferscale_engine::hardware::GpuSpec;
 use inferscale_promtext::{Exposition, FloatStyle, Format, MetricType, WriteOptions, write};
@@ -125,24 +125,24 @@ impl DcgmState {
             };
             exp.push_family(field.name, kind, Some(Cow::Borrowed(field.help)), None);
             for rank in 0..ranks {
-                let value = match field.name {
-                    "DCGM_FI_DEV_SM_CLOCK" => r.sm_clock.round(),
-                    "DCGM_FI_DEV_MEM_CLOCK" => gpu.mem_clock_mhz,
-                    "DCGM_FI_DEV_MEMORY_TEMP" => temp + 6.0,
-                    "DCGM_FI_DEV_GPU_TEMP" => temp,
-                    "DCGM_FI_DEV_POWER_USAGE" => (r.power_w * 1000.0).round() / 1000.0,
-                    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => self.energy_mj.round(),
-                    "DCGM_FI_DEV_GPU_UTIL" => r.util.round(),
-                    "DCGM_FI_DEV_MEM_COPY_UTIL" => r.mem_copy_util.round(),
-                    "DCGM_FI_DEV_FB_FREE" => free_mib,
-                    "DCGM_FI_DEV_FB_USED" => used_mib,
-                    "DCGM_FI_DEV_FB_RESERVED" => reserved_mib,
-                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => (r.util / 100.0 * 1e6).round() / 1e6,
-                    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" => (r.tensor_active * 1e6).round() / 1e6,
-                    "DCGM_FI_PROF_DRAM_ACTIVE" => (r.dram_active * 1e6).round() / 1e6,
-                    "DCGM_FI_PROF_PCIE_TX_BYTES" => r.pcie_tx.round(),
-                    "DCGM_FI_PROF_PCIE_RX_BYTES" => r.pcie_rx.round(),
-                    _ => 0.0,
+                let value = match field.reading {
+                    Field::SmClock => r.sm_clock.round(),
+                    Field::MemClock => gpu.mem_clock_mhz,
+                    Field::MemoryTemperature => temp + 6.0,
+                    Field::GpuTemperature => temp,
+                    Field::Power => (r.power_w * 1000.0).round() / 1000.0,
+                    Field::Energy => self.energy_mj.round(),
+                    Field::GpuUtil => r.util.round(),
+                    Field::MemCopyUtil => r.mem_copy_util.round(),
+                    Field::FbFree => free_mib,
+                    Field::FbUsed => used_mib,
+                    Field::FbReserved => reserved_mib,
+                    Field::GraphicsActive => (r.util / 100.0 * 1e6).round() / 1e6,
+                    Field::TensorActive => (r.tensor_active * 1e6).round() / 1e6,
+                    Field::DramActive => (r.dram_active * 1e6).round() / 1e6,
+                    Field::PcieTx => r.pcie_tx.round(),
+                    Field::PcieRx => r.pcie_rx.round(),
+                    Field::Zero | Field::NotAMetric => 0.0,
                 };
                 let index = rank as usize;
                 let uuid = {

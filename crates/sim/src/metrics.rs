@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use inferscale_catalog::vllm::{
-    self, CACHE_CONFIG_INFO, DEPRECATED_FAMILIES, FAMILIES, MetricKind, RUNTIME_FAMILIES,
-    VllmFamily, created_name, extra_label_values,
+    self, CACHE_CONFIG_INFO, DEPRECATED_FAMILIES, EngineHistogram, FAMILIES, MetricKind,
+    RUNTIME_FAMILIES, Value, VllmFamily, created_name, extra_label_values,
 };
 use inferscale_engine::stats::{Hist, Stats};
 use inferscale_promtext::{Exposition, Format, MetricType, WriteOptions, write};
@@ -211,50 +211,58 @@ fn base_labels<'a>(fam: &VllmFamily, model: &'a str) -> Labels<'a> {
 }
 
 /// The value of a scalar vLLM family for one value of its extra label (`None` for families
-/// without one).
-fn scalar(name: &str, extra: Option<&str>, s: &Stats) -> f64 {
+/// without one). Matched on what the catalog says the family reports, never on its name.
+fn scalar(value: Value, extra: Option<&str>, s: &Stats) -> f64 {
     let u = |x: u64| x as f64;
-    match (name, extra) {
-        ("vllm:num_requests_running", _) => f64::from(s.running),
-        ("vllm:num_requests_waiting", _) => f64::from(s.waiting),
-        ("vllm:num_requests_waiting_by_reason", Some("capacity")) => f64::from(s.waiting),
-        ("vllm:engine_sleep_state", Some("awake")) => 1.0,
-        ("vllm:kv_cache_usage_perc", _) | ("vllm:gpu_cache_usage_perc", _) => s.kv_usage,
-        ("vllm:prefix_cache_queries_total", _) | ("vllm:gpu_prefix_cache_queries_total", _) => {
-            u(s.prefix_cache_queries)
-        }
-        ("vllm:num_preemptions_total", _) => u(s.preemptions),
-        ("vllm:prompt_tokens_total", _) => u(s.prompt_tokens),
-        ("vllm:prompt_tokens_by_source_total", Some("local_compute")) => u(s.prompt_tokens),
-        ("vllm:generation_tokens_total", _) => u(s.generation_tokens),
-        ("vllm:request_success_total", Some(r)) => vllm::FINISH_REASONS
-            .iter()
-            .position(|x| *x == r)
+    match value {
+        Value::Running => f64::from(s.running),
+        Value::Waiting => f64::from(s.waiting),
+        Value::WaitingByReason => match extra {
+            Some("capacity") => f64::from(s.waiting),
+            _ => 0.0,
+        },
+        Value::SleepState => match extra {
+            Some("awake") => 1.0,
+            _ => 0.0,
+        },
+        Value::KvCacheUsage => s.kv_usage,
+        Value::PrefixCacheQueries => u(s.prefix_cache_queries),
+        Value::Preemptions => u(s.preemptions),
+        Value::PromptTokens => u(s.prompt_tokens),
+        Value::PromptTokensBySource => match extra {
+            Some("local_compute") => u(s.prompt_tokens),
+            _ => 0.0,
+        },
+        Value::GenerationTokens => u(s.generation_tokens),
+        Value::FinishedByReason => extra
+            .and_then(|r| vllm::FINISH_REASONS.iter().position(|x| *x == r))
             .map_or(0.0, |i| u(s.success[i])),
-        _ => 0.0,
+        // A histogram family is never asked for a scalar; what is not modelled reads zero.
+        Value::Histogram(_) | Value::NotModelled => 0.0,
     }
 }
 
-fn histogram<'s>(name: &str, s: &'s Stats) -> Option<&'s Hist> {
-    Some(match name {
-        "vllm:request_prompt_tokens" => &s.request_prompt_tokens,
-        "vllm:request_generation_tokens" => &s.request_generation_tokens,
-        "vllm:iteration_tokens_total" => &s.iteration_tokens,
-        "vllm:request_max_num_generation_tokens" | "vllm:request_params_max_tokens" => {
-            &s.request_max_tokens
-        }
-        "vllm:request_params_n" => &s.request_params_n,
-        "vllm:time_to_first_token_seconds" => &s.ttft,
-        "vllm:inter_token_latency_seconds" | "vllm:time_per_output_token_seconds" => &s.itl,
-        "vllm:request_time_per_output_token_seconds" => &s.tpot,
-        "vllm:e2e_request_latency_seconds" => &s.e2e,
-        "vllm:request_queue_time_seconds" => &s.queue_time,
-        "vllm:request_inference_time_seconds" => &s.inference_time,
-        "vllm:request_prefill_time_seconds" => &s.prefill_time,
-        "vllm:request_decode_time_seconds" => &s.decode_time,
-        "vllm:request_num_preemptions" => &s.num_preemptions,
-        "vllm:request_prefill_kv_computed_tokens" => &s.prefill_kv_computed,
-        _ => return None,
+/// The engine's histogram a family reports (`None`: not modelled, served empty).
+fn histogram(value: Value, s: &Stats) -> Option<&Hist> {
+    let Value::Histogram(h) = value else {
+        return None;
+    };
+    Some(match h {
+        EngineHistogram::PromptTokens => &s.request_prompt_tokens,
+        EngineHistogram::GenerationTokens => &s.request_generation_tokens,
+        EngineHistogram::IterationTokens => &s.iteration_tokens,
+        EngineHistogram::MaxTokens => &s.request_max_tokens,
+        EngineHistogram::ParamsN => &s.request_params_n,
+        EngineHistogram::TimeToFirstToken => &s.ttft,
+        EngineHistogram::InterTokenLatency => &s.itl,
+        EngineHistogram::TimePerOutputToken => &s.tpot,
+        EngineHistogram::EndToEnd => &s.e2e,
+        EngineHistogram::QueueTime => &s.queue_time,
+        EngineHistogram::InferenceTime => &s.inference_time,
+        EngineHistogram::PrefillTime => &s.prefill_time,
+        EngineHistogram::DecodeTime => &s.decode_time,
+        EngineHistogram::Preemptions => &s.num_preemptions,
+        EngineHistogram::PrefillKvComputed => &s.prefill_kv_computed,
     })
 }
 
@@ -282,7 +290,7 @@ fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s:
             };
             out.family(fam.name, kind, fam.help);
             for (i, l) in label_sets.iter().enumerate() {
-                let v = scalar(fam.name, values.get(i).copied(), s);
+                let v = scalar(fam.value, values.get(i).copied(), s);
                 out.sample(fam.name, l.clone(), v);
             }
             if kind == MetricType::Counter {
@@ -292,7 +300,7 @@ fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s:
         MetricKind::Histogram => {
             out.family(fam.name, MetricType::Histogram, fam.help);
             let empty;
-            let h = match histogram(fam.name, s) {
+            let h = match histogram(fam.value, s) {
                 Some(h) => h,
                 None => {
                     empty = Hist::new(

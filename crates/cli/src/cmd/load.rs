@@ -11,9 +11,8 @@ use inferscale_loadgen::prompt::{Api, Length, PromptSource, RequestSpec, SEEDS_W
 use inferscale_loadgen::report::{RunReport, StepReport, WarmupReport};
 use inferscale_loadgen::schedule::{Arrival, Stage};
 use inferscale_loadgen::threshold::Threshold;
-use inferscale_loadgen::transport::wait_ready;
-use inferscale_loadgen::transport::{Client, ClientConfig};
-use inferscale_loadgen::{Auth, LoadConfig, Progress, Target};
+use inferscale_loadgen::transport::{Client, ClientConfig, Get, wait_ready};
+use inferscale_loadgen::{LoadConfig, Progress, Target};
 use serde::Deserialize;
 
 use crate::cli::{ApiArg, LoadArgs, WarmupArgs};
@@ -239,6 +238,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         .ok_or_else(|| anyhow!("--url is required (or `url:` in the plan)"))?;
     let url = Target::parse(&url_text).context("--url")?;
     let auth = crate::credentials::client_auth(&a.auth)?;
+    let tls = crate::credentials::tls(a.auth.ca_file.as_deref(), a.auth.insecure)?;
     let step = match (a.step, &p.step) {
         (Some(s), _) => s,
         (None, Some(s)) => s.get("step")?,
@@ -414,6 +414,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
             timeout,
             max_body: 64 << 20,
             auth,
+            tls,
         },
         requests: RequestSpec {
             api,
@@ -576,7 +577,8 @@ pub(crate) async fn execute(
     if let Some(p) = requests_out {
         check_writable(p)?;
     }
-    let model = resolve_model(&r.url, &r.config.client.auth, r.model.clone())
+    let access = Get::like(&r.config.client);
+    let model = resolve_model(&r.url, &access, r.model.clone())
         .await
         .map_err(hint_auth)?;
     r.config.requests.model = model.clone();
@@ -604,7 +606,7 @@ pub(crate) async fn execute(
         Some(
             Warmup {
                 url: &r.url,
-                auth: &r.config.client.auth,
+                access: &access,
                 model: &model,
                 n: r.warmup,
                 timeout: r.config.client.timeout,
@@ -740,7 +742,7 @@ pub(crate) fn run_load(a: &LoadArgs) -> Result<ExitCode> {
 /// A sequential warm-up, as `inferscale warmup` and the start of `load`/`run` send it.
 struct Warmup<'a> {
     url: &'a Target,
-    auth: &'a Auth,
+    access: &'a Get,
     model: &'a str,
     n: u32,
     timeout: Duration,
@@ -756,7 +758,7 @@ impl Warmup<'_> {
     async fn run(self) -> Result<WarmupReport> {
         let Warmup {
             url,
-            auth,
+            access,
             model,
             n,
             timeout,
@@ -772,7 +774,8 @@ impl Warmup<'_> {
             reuse: true,
             timeout,
             max_body: 64 << 20,
-            auth: auth.clone(),
+            auth: access.auth.clone(),
+            tls: access.tls.clone(),
         });
         let spec = RequestSpec {
             api,
@@ -812,17 +815,19 @@ pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let auth = crate::credentials::client_auth(&a.auth)?;
+    let mut access = Get::new("*/*");
+    access.auth = crate::credentials::client_auth(&a.auth)?;
+    access.tls = crate::credentials::tls(a.auth.ca_file.as_deref(), a.auth.insecure)?;
     let report = rt.block_on(async {
         if let Some(limit) = a.wait_ready {
-            wait_ready(&url.with_path("/health"), &auth, limit).await?;
+            wait_ready(&url.with_path("/health"), &access, limit).await?;
         }
-        let model = resolve_model(&url, &auth, a.model.clone())
+        let model = resolve_model(&url, &access, a.model.clone())
             .await
             .map_err(hint_auth)?;
         Warmup {
             url: &url,
-            auth: &auth,
+            access: &access,
             model: &model,
             n: a.requests,
             timeout: a.timeout,

@@ -59,7 +59,7 @@ async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimCon
     let health = Target::parse(&format!("{url}/health"))?;
     inferscale_loadgen::transport::wait_ready(
         &health,
-        &inferscale_loadgen::Auth::none(),
+        &inferscale_loadgen::transport::Get::new("*/*"),
         Duration::from_secs_f64(load_s / speedup + 30.0),
     )
     .await

@@ -57,6 +57,7 @@ struct Config {
     timeout: Duration,
     max_body: usize,
     auth: Auth,
+    tls: Option<inferscale_loadgen::tls::TlsConfig>,
 }
 
 fn resolve(args: ScrapeArgs) -> Result<Config> {
@@ -107,6 +108,7 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
             )?,
             None => Auth::none(),
         },
+        tls: crate::credentials::tls(args.ca_file.as_deref(), args.insecure)?,
     })
 }
 
@@ -124,6 +126,7 @@ async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
                     timeout: cfg.timeout,
                     max_body: cfg.max_body,
                     auth: cfg.auth.clone(),
+                    tls: cfg.tls.clone(),
                 },
             )
             .await?;

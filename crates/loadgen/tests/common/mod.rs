@@ -61,7 +61,7 @@ pub(crate) async fn start(cfg: SimConfig) -> Running {
     let t = Target::parse(&format!("http://{addr}/health")).unwrap();
     inferscale_loadgen::transport::wait_ready(
         &t,
-        &inferscale_loadgen::Auth::none(),
+        &inferscale_loadgen::transport::Get::new("*/*"),
         Duration::from_secs(10),
     )
     .await
@@ -91,6 +91,7 @@ pub(crate) fn load(api: SocketAddr, stages: Vec<Stage>, speedup: f64, stream: bo
             timeout: Duration::from_secs(60),
             max_body: 16 << 20,
             auth: inferscale_loadgen::Auth::none(),
+            tls: None,
         },
         requests: RequestSpec {
             api: Api::Completions,
