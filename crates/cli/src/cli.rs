@@ -71,6 +71,15 @@ pub(crate) struct AuthArgs {
     /// their values are treated as secrets.
     #[arg(long, value_name = "PATH")]
     pub(crate) header_file: Option<std::path::PathBuf>,
+    /// How an https server's certificate is checked.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+}
+
+/// How an https server's certificate is checked (shared by every command that reads a
+/// server).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct TlsArgs {
     /// For https: trust the CA certificates in this PEM file instead of the public roots.
     #[arg(long, value_name = "PATH")]
     pub(crate) ca_file: Option<std::path::PathBuf>,
@@ -334,13 +343,9 @@ pub(crate) struct ScrapeArgs {
     #[arg(long, value_name = "PATH")]
     pub(crate) bearer_token_file: Option<std::path::PathBuf>,
 
-    /// For https: trust the CA certificates in this PEM file instead of the public roots.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) ca_file: Option<std::path::PathBuf>,
-
-    /// For https: do not check the server's certificate at all (said in the output).
-    #[arg(long, conflicts_with = "ca_file")]
-    pub(crate) insecure: bool,
+    /// How an https server's certificate is checked.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
 }
 
 /// `inferscale sim`.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use inferscale_loadgen::Auth;
 use inferscale_loadgen::tls::{TlsConfig, TlsOptions};
 
-use crate::cli::AuthArgs;
+use crate::cli::{AuthArgs, TlsArgs};
 
 /// The environment variable an OpenAI API key is read from, as OpenAI's own clients do.
 pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -16,34 +16,20 @@ pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// Secrets and header files are small; anything larger is a wrong path.
 const MAX_SECRET_FILE: u64 = 64 << 10;
 
+/// A CA bundle holds a few hundred certificates at most (the Mozilla set is ~250 KiB).
+const MAX_CA_FILE: u64 = 4 << 20;
+
 /// Reads a small text file (a key, a token, headers), refusing large files and what is not
 /// a regular file.
 pub(crate) fn read_small(path: &Path, what: &str) -> Result<String> {
-    let f = std::fs::File::open(path)
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-    let meta = f
-        .metadata()
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("the {what} {} is not a regular file", path.display());
-    }
-    let mut text = String::new();
-    f.take(MAX_SECRET_FILE + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read the {what} {} as text", path.display()))?;
-    if text.len() as u64 > MAX_SECRET_FILE {
-        bail!(
-            "the {what} {} is larger than {} KiB: is it the right file?",
-            path.display(),
-            MAX_SECRET_FILE >> 10
-        );
-    }
-    Ok(text)
+    String::from_utf8(read_small_bytes(path, what, MAX_SECRET_FILE)?)
+        .map_err(|_| anyhow::anyhow!("the {what} {} is not UTF-8 text", path.display()))
 }
 
 /// The TLS configuration for https targets from `--ca-file` and `--insecure` (`None`: the
 /// public roots). `--insecure` is said on standard error, every time.
-pub(crate) fn tls(ca_file: Option<&Path>, insecure: bool) -> Result<Option<TlsConfig>> {
+pub(crate) fn tls(a: &TlsArgs) -> Result<Option<TlsConfig>> {
+    let (ca_file, insecure) = (a.ca_file.as_deref(), a.insecure);
     if insecure {
         eprintln!("warning: --insecure: the server's TLS certificate is not checked");
     }
@@ -53,7 +39,7 @@ pub(crate) fn tls(ca_file: Option<&Path>, insecure: bool) -> Result<Option<TlsCo
     let ca_pem = match ca_file {
         Some(p) => Some((
             p.display().to_string(),
-            read_small_bytes(p, "CA file", 4 << 20)?,
+            read_small_bytes(p, "CA file", MAX_CA_FILE)?,
         )),
         None => None,
     };
@@ -63,7 +49,8 @@ pub(crate) fn tls(ca_file: Option<&Path>, insecure: bool) -> Result<Option<TlsCo
     })?))
 }
 
-/// Reads a small file as bytes, refusing what is larger than `max` or not a regular file.
+/// Reads a small file as bytes, refusing what is larger than `max` (a wrong path, a device)
+/// or not a regular file.
 fn read_small_bytes(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
     let f = std::fs::File::open(path)
         .with_context(|| format!("cannot read the {what} {}", path.display()))?;
@@ -76,7 +63,7 @@ fn read_small_bytes(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
         .with_context(|| format!("cannot read the {what} {}", path.display()))?;
     if bytes.len() as u64 > max {
         bail!(
-            "the {what} {} is larger than {} KiB",
+            "the {what} {} is larger than {} KiB: is it the right file?",
             path.display(),
             max >> 10
         );

@@ -238,7 +238,7 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
         .ok_or_else(|| anyhow!("--url is required (or `url:` in the plan)"))?;
     let url = Target::parse(&url_text).context("--url")?;
     let auth = crate::credentials::client_auth(&a.auth)?;
-    let tls = crate::credentials::tls(a.auth.ca_file.as_deref(), a.auth.insecure)?;
+    let tls = crate::credentials::tls(&a.auth.tls)?;
     let step = match (a.step, &p.step) {
         (Some(s), _) => s,
         (None, Some(s)) => s.get("step")?,
@@ -817,7 +817,7 @@ pub(crate) fn run_warmup_cmd(a: &WarmupArgs) -> Result<ExitCode> {
         .build()?;
     let mut access = Get::new("*/*");
     access.auth = crate::credentials::client_auth(&a.auth)?;
-    access.tls = crate::credentials::tls(a.auth.ca_file.as_deref(), a.auth.insecure)?;
+    access.tls = crate::credentials::tls(&a.auth.tls)?;
     let report = rt.block_on(async {
         if let Some(limit) = a.wait_ready {
             wait_ready(&url.with_path("/health"), &access, limit).await?;

@@ -108,7 +108,7 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
             )?,
             None => Auth::none(),
         },
-        tls: crate::credentials::tls(args.ca_file.as_deref(), args.insecure)?,
+        tls: crate::credentials::tls(&args.tls)?,
     })
 }
 
