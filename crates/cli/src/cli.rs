@@ -572,7 +572,8 @@ Examples:
   inferscale load --url http://vllm:8000 --no-stream --no-connection-reuse   # exactly like the seeds' k6
   inferscale load --plan plan.yaml --out run.json --requests-out requests.jsonl
 
-Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server.
+Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server;
+3 the run happened but its results could not be written.
 Ctrl-C stops sending, waits --grace for requests in flight, and writes the partial result.")]
 #[derive(Default)]
 pub(crate) struct LoadArgs {
