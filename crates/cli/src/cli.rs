@@ -39,6 +39,9 @@ pub(crate) enum Command {
     Run(Box<RunArgs>),
     /// Write KEDA, alerting, dashboard and Deployment configuration from thresholds.json.
     Generate(Box<GenerateArgs>),
+    /// Evaluate PromQL over live /metrics endpoints, with no Prometheus: scrape them for a
+    /// while, then print each expression's result.
+    Query(QueryArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
     #[command(after_help = "\
 Examples:
@@ -340,6 +343,64 @@ pub(crate) struct ScrapeArgs {
 
     /// A file holding a bearer token sent with every scrape (as Prometheus' scrape config
     /// takes `bearer_token_file`); never on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) bearer_token_file: Option<std::path::PathBuf>,
+
+    /// How an https server's certificate is checked.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+}
+
+/// `inferscale query`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale query 'sum(vllm:num_requests_waiting) or vector(0)' --target http://127.0.0.1:8000
+  inferscale query 'histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[1m])))' \\
+      --target 'http://10.0.0.5:8000/metrics#pod=vllm-0' --target 'http://10.0.0.6:8000/metrics#pod=vllm-1' \\
+      --label namespace=llm --for 2m --json
+
+Every target is scraped every --every for --for, as Prometheus would scrape it (its Accept
+header, `up`, staleness, labels instance and job=\"inferscale\" plus those given); then each
+expression is evaluated once, at the end, with Prometheus' semantics (5-minute lookback, rate
+extrapolation). A window of at least two scrape intervals longer than an expression's range
+selectors gives rate() the samples it needs. Labels after `#` in a target apply to it alone.
+
+--json prints one object per expression, in order, as Prometheus' /api/v1/query answers.")]
+pub(crate) struct QueryArgs {
+    /// PromQL expressions (each is checked before anything is scraped).
+    #[arg(required = true, value_name = "EXPR")]
+    pub(crate) exprs: Vec<String>,
+
+    /// A /metrics URL to scrape (repeatable); `URL#k=v,k=v` adds labels to that target.
+    #[arg(long = "target", required = true, value_name = "URL")]
+    pub(crate) targets: Vec<String>,
+
+    /// How long to scrape before evaluating.
+    #[arg(long = "for", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) window: Duration,
+
+    /// The scrape interval.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub(crate) every: Duration,
+
+    /// A label `k=v` added to every target's series (repeatable), e.g. namespace=llm.
+    #[arg(long = "label", value_name = "K=V")]
+    pub(crate) labels: Vec<String>,
+
+    /// Print Prometheus' /api/v1/query JSON (one object per expression) instead of tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Give up on one scrape after this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+
+    /// Refuse bodies larger than this.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub(crate) max_body: usize,
+
+    /// A file holding a bearer token sent with every scrape; never on the command line.
     #[arg(long, value_name = "PATH")]
     pub(crate) bearer_token_file: Option<std::path::PathBuf>,
 

@@ -91,3 +91,14 @@ pub(crate) fn client_auth(a: &AuthArgs) -> Result<Auth> {
     }
     Ok(auth)
 }
+
+/// The scrape credentials: `--bearer-token-file`, as Prometheus' `bearer_token_file`.
+pub(crate) fn scrape_auth(bearer_token_file: Option<&Path>) -> Result<Auth> {
+    match bearer_token_file {
+        Some(p) => Ok(Auth::bearer(
+            &read_small(p, "bearer token file")?,
+            &p.display().to_string(),
+        )?),
+        None => Ok(Auth::none()),
+    }
+}

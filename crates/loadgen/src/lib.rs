@@ -22,6 +22,7 @@ pub mod report;
 pub mod run;
 pub mod sampler;
 pub mod schedule;
+pub mod scrape;
 pub mod target;
 pub mod threshold;
 pub mod tls;

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use inferscale_catalog::Snapshot;
 
+use crate::scrape::{ScrapeError, Scraper};
 use crate::target::Target;
-use crate::transport::{FetchError, Get, get};
+use crate::transport::Get;
 
 /// One scrape.
 #[derive(Debug, Clone)]
@@ -20,8 +21,7 @@ pub struct Sample {
 
 /// Scrapes one target and keeps what it read.
 pub struct Sampler {
-    target: Target,
-    how: Get,
+    scraper: Scraper,
     samples: Mutex<Vec<Sample>>,
     errors: Mutex<Vec<String>>,
 }
@@ -30,23 +30,9 @@ pub struct Sampler {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SampleError {
-    /// No answer.
-    #[error("{url}")]
-    Fetch {
-        /// The metrics URL.
-        url: String,
-        /// Why.
-        #[source]
-        source: FetchError,
-    },
-    /// An answer other than 200.
-    #[error("{url}: HTTP {status}")]
-    Status {
-        /// The metrics URL.
-        url: String,
-        /// The status.
-        status: u16,
-    },
+    /// No answer, or not a 200.
+    #[error(transparent)]
+    Scrape(#[from] ScrapeError),
     /// Not an exposition.
     #[error("{url}: not a valid exposition")]
     Parse {
@@ -69,17 +55,11 @@ fn chain(e: &dyn std::error::Error) -> String {
     out.join(": ")
 }
 
-const ACCEPT: &str =
-    "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1";
-
 impl Sampler {
     /// A sampler of `target`, with `access`'s credentials and TLS.
     pub fn new(target: Target, access: Get) -> Self {
-        let mut how = access;
-        how.accept = ACCEPT.into();
         Sampler {
-            target,
-            how,
+            scraper: Scraper::new(target, access),
             samples: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
         }
@@ -87,29 +67,25 @@ impl Sampler {
 
     /// The scraped URL.
     pub fn url(&self) -> &str {
-        &self.target.url
+        self.scraper.url()
     }
 
     /// Scrapes once (stored and returned); `Err` with the reason when it fails.
     pub async fn scrape(&self, t0: Instant) -> Result<Sample, SampleError> {
-        let url = || self.target.url.clone();
-        let r = get(&self.target, &self.how).await;
+        let r = self.scraper.fetch().await;
         let t = t0.elapsed().as_secs_f64();
-        let sample = match r {
-            Ok(f) if f.status == 200 => match inferscale_promtext::parse(&f.body) {
-                Ok(exp) => Sample {
-                    t,
-                    snapshot: Snapshot::read(&exp, &self.target.url),
-                },
-                Err(source) => return Err(self.note(SampleError::Parse { url: url(), source })),
+        let scraped = r.map_err(|e| self.note(e.into()))?;
+        let sample = match scraped.parse(None) {
+            Ok(exp) => Sample {
+                t,
+                snapshot: Snapshot::read(&exp, self.scraper.url()),
             },
-            Ok(f) => {
-                return Err(self.note(SampleError::Status {
-                    url: url(),
-                    status: f.status,
+            Err(source) => {
+                return Err(self.note(SampleError::Parse {
+                    url: self.scraper.url().to_owned(),
+                    source,
                 }));
             }
-            Err(source) => return Err(self.note(SampleError::Fetch { url: url(), source })),
         };
         if let Ok(mut s) = self.samples.lock() {
             s.push(sample.clone());

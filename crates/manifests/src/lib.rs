@@ -6,6 +6,7 @@
 pub mod grafana;
 pub mod k8s;
 pub mod keda;
+pub mod objects;
 pub mod promql;
 pub mod readme;
 pub mod rules;
@@ -123,12 +124,12 @@ pub enum GenerateError {
     },
     /// A generated object fails its schema or KEDA's/the HPA's rules (a generator bug, or
     /// options that make an object Kubernetes would refuse).
-    #[error("{path} does not validate:\n  {}", problems.join("\n  "))]
+    #[error("{path} does not validate:\n  {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
     Invalid {
         /// The file.
         path: String,
         /// Each problem, with its field path.
-        problems: Vec<String>,
+        problems: Vec<validate::Finding>,
     },
 }
 

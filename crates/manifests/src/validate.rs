@@ -276,25 +276,116 @@ pub fn rfc1123_subdomain(s: &str) -> Result<(), NameError> {
     }
 }
 
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The API server, KEDA's webhook or the HPA would refuse it.
+    Error,
+    /// Valid, and wrong: it will not do what it seems to.
+    Warning,
+}
+
+/// One problem with an object: a stable id (for filtering and docs), how bad, where (a field
+/// path), what, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// A stable identifier, e.g. `keda.min-above-max`.
+    pub id: &'static str,
+    /// How bad.
+    pub severity: Severity,
+    /// The field, e.g. `spec.triggers[1].metricType` (empty: the whole object).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl Finding {
+    fn error(
+        id: &'static str,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id,
+            severity: Severity::Error,
+            path: path.into(),
+            message: message.into(),
+            fix: fix.into(),
+        }
+    }
+
+    fn warning(
+        id: &'static str,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id,
+            severity: Severity::Warning,
+            path: path.into(),
+            message: message.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+/// `error spec.minReplicaCount: … (keda.min-above-max; fix: …)`.
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let path = if self.path.is_empty() {
+            "(object)"
+        } else {
+            &self.path
+        };
+        write!(
+            f,
+            "{sev} {path}: {} ({}; fix: {})",
+            self.message, self.id, self.fix
+        )
+    }
+}
+
 /// KEDA's webhook and CEL rules and the HPA API's validation of `behavior`, for a ScaledObject.
-pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
+pub fn keda_rules(so: &Value, out: &mut Vec<Finding>) {
     let spec = &so["spec"];
     let triggers = spec["triggers"].as_array().cloned().unwrap_or_default();
     if triggers.is_empty() {
-        errors.push("spec.triggers: at least one trigger is required".into());
+        out.push(Finding::error(
+            "keda.no-triggers",
+            "spec.triggers",
+            "at least one trigger is required",
+            "add a trigger",
+        ));
     }
     let min = spec["minReplicaCount"].as_i64().unwrap_or(0);
     let max = spec["maxReplicaCount"].as_i64().unwrap_or(100);
     if min > max {
-        errors.push(format!(
-            "spec: minReplicaCount ({min}) must be less than or equal to maxReplicaCount ({max})"
+        out.push(Finding::error(
+            "keda.min-above-max",
+            "spec.minReplicaCount",
+            format!(
+                "minReplicaCount ({min}) must be less than or equal to maxReplicaCount ({max})"
+            ),
+            "lower minReplicaCount or raise maxReplicaCount",
         ));
     }
     if let Some(idle) = spec["idleReplicaCount"].as_i64()
         && idle >= min
     {
-        errors.push(format!(
-            "spec.idleReplicaCount ({idle}) must be less than minReplicaCount ({min})"
+        out.push(Finding::error(
+            "keda.idle-not-below-min",
+            "spec.idleReplicaCount",
+            format!("idleReplicaCount ({idle}) must be less than minReplicaCount ({min})"),
+            "set idleReplicaCount below minReplicaCount, or remove it",
         ));
     }
     let mut names = Vec::new();
@@ -303,32 +394,49 @@ pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
         let ty = t["type"].as_str().unwrap_or("");
         if let Some(n) = t["name"].as_str() {
             if names.contains(&n) {
-                errors.push(format!("{p}.name: {n:?} is used by two triggers"));
+                out.push(Finding::error(
+                    "keda.duplicate-trigger-name",
+                    format!("{p}.name"),
+                    format!("{n:?} is used by two triggers"),
+                    "give each trigger its own name",
+                ));
             }
             names.push(n);
         }
         let mt = t["metricType"].as_str().unwrap_or("AverageValue");
         if !["AverageValue", "Value", "Utilization"].contains(&mt) {
-            errors.push(format!(
-                "{p}.metricType: {mt:?} is not AverageValue, Value or Utilization"
+            out.push(Finding::error(
+                "keda.metric-type",
+                format!("{p}.metricType"),
+                format!("{mt:?} is not AverageValue, Value or Utilization"),
+                "use AverageValue or Value",
             ));
         }
         if mt == "Utilization" && !["cpu", "memory"].contains(&ty) {
-            errors.push(format!(
-                "{p}.metricType: Utilization is only for cpu and memory triggers"
+            out.push(Finding::error(
+                "keda.utilization-type",
+                format!("{p}.metricType"),
+                "Utilization is only for cpu and memory triggers",
+                "use AverageValue or Value",
             ));
         }
         if t["useCachedMetrics"] == Value::Bool(true) && ["cpu", "memory", "cron"].contains(&ty) {
-            errors.push(format!(
-                "{p}.useCachedMetrics: not allowed for {ty} triggers"
+            out.push(Finding::error(
+                "keda.cached-metrics",
+                format!("{p}.useCachedMetrics"),
+                format!("not allowed for {ty} triggers"),
+                "remove useCachedMetrics",
             ));
         }
         if ty == "prometheus" {
             let md = &t["metadata"];
             for key in ["serverAddress", "query", "threshold"] {
                 if md[key].as_str().is_none_or(str::is_empty) {
-                    errors.push(format!(
-                        "{p}.metadata.{key}: required by the prometheus scaler"
+                    out.push(Finding::error(
+                        "keda.prometheus-required",
+                        format!("{p}.metadata.{key}"),
+                        "required by the prometheus scaler",
+                        format!("set metadata.{key}"),
                     ));
                 }
             }
@@ -336,14 +444,22 @@ pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
                 if let Some(v) = md[key].as_str()
                     && v.trim().parse::<f64>().is_err()
                 {
-                    errors.push(format!("{p}.metadata.{key}: {v:?} is not a number"));
+                    out.push(Finding::error(
+                        "keda.not-a-number",
+                        format!("{p}.metadata.{key}"),
+                        format!("{v:?} is not a number"),
+                        "write the number as a quoted string, e.g. \"25\"",
+                    ));
                 }
             }
             if let Some(v) = md["ignoreNullValues"].as_str()
                 && !["true", "false"].contains(&v)
             {
-                errors.push(format!(
-                    "{p}.metadata.ignoreNullValues: {v:?} is not \"true\" or \"false\""
+                out.push(Finding::error(
+                    "keda.not-a-bool",
+                    format!("{p}.metadata.ignoreNullValues"),
+                    format!("{v:?} is not \"true\" or \"false\""),
+                    "write \"true\" or \"false\"",
                 ));
             }
         }
@@ -352,8 +468,11 @@ pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
         for key in ["failureThreshold", "replicas"] {
             match fb[key].as_i64() {
                 Some(v) if v >= 0 => {}
-                _ => errors.push(format!(
-                    "spec.fallback.{key}: required, a non-negative integer"
+                _ => out.push(Finding::error(
+                    "keda.fallback-field",
+                    format!("spec.fallback.{key}"),
+                    "required, a non-negative integer",
+                    format!("set fallback.{key}"),
                 )),
             }
         }
@@ -361,16 +480,31 @@ pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
             .iter()
             .all(|t| ["cpu", "memory"].contains(&t["type"].as_str().unwrap_or("")))
         {
-            errors.push("spec.fallback: not supported when every trigger is cpu or memory".into());
+            out.push(Finding::error(
+                "keda.fallback-cpu-memory",
+                "spec.fallback",
+                "not supported when every trigger is cpu or memory",
+                "remove the fallback, or add a metric trigger",
+            ));
         }
     }
     let modifiers = &spec["advanced"]["scalingModifiers"];
     if modifiers.is_object() {
         if modifiers["formula"].is_string() != modifiers["target"].is_string() {
-            errors.push("spec.advanced.scalingModifiers: formula and target go together".into());
+            out.push(Finding::error(
+                "keda.modifiers-formula-target",
+                "spec.advanced.scalingModifiers",
+                "formula and target go together",
+                "set both formula and target, or neither",
+            ));
         }
         if triggers.iter().any(|t| t["name"].as_str().is_none()) {
-            errors.push("spec.advanced.scalingModifiers: every trigger needs a name".into());
+            out.push(Finding::error(
+                "keda.modifiers-names",
+                "spec.advanced.scalingModifiers",
+                "every trigger needs a name",
+                "name every trigger the formula uses",
+            ));
         }
     }
     let behavior = &spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"];
@@ -383,73 +517,131 @@ pub fn keda_rules(so: &Value, errors: &mut Vec<String>) {
         if let Some(w) = r["stabilizationWindowSeconds"].as_i64()
             && !(0..=3600).contains(&w)
         {
-            errors.push(format!(
-                "{p}.stabilizationWindowSeconds: {w} is outside 0..=3600"
+            out.push(Finding::error(
+                "hpa.stabilization-window",
+                format!("{p}.stabilizationWindowSeconds"),
+                format!("{w} is outside 0..=3600"),
+                "use a window of at most an hour",
             ));
         }
         if let Some(sp) = r["selectPolicy"].as_str()
             && !["Max", "Min", "Disabled"].contains(&sp)
         {
-            errors.push(format!(
-                "{p}.selectPolicy: {sp:?} is not Max, Min or Disabled"
+            out.push(Finding::error(
+                "hpa.select-policy",
+                format!("{p}.selectPolicy"),
+                format!("{sp:?} is not Max, Min or Disabled"),
+                "use Max, Min or Disabled",
             ));
         }
         let policies = r["policies"].as_array().cloned().unwrap_or_default();
         if r.get("policies").is_some() && policies.is_empty() {
-            errors.push(format!("{p}.policies: at least one policy"));
+            out.push(Finding::error(
+                "hpa.no-policies",
+                format!("{p}.policies"),
+                "at least one policy",
+                "add a policy or remove the list",
+            ));
         }
         for (i, pol) in policies.iter().enumerate() {
             let pp = format!("{p}.policies[{i}]");
             if !["Pods", "Percent"].contains(&pol["type"].as_str().unwrap_or("")) {
-                errors.push(format!("{pp}.type: must be Pods or Percent"));
+                out.push(Finding::error(
+                    "hpa.policy-type",
+                    format!("{pp}.type"),
+                    "must be Pods or Percent",
+                    "use Pods or Percent",
+                ));
             }
             if pol["value"].as_i64().is_none_or(|v| v <= 0) {
-                errors.push(format!("{pp}.value: must be greater than 0"));
+                out.push(Finding::error(
+                    "hpa.policy-value",
+                    format!("{pp}.value"),
+                    "must be greater than 0",
+                    "use a positive value",
+                ));
             }
             if pol["periodSeconds"]
                 .as_i64()
                 .is_none_or(|v| !(1..=1800).contains(&v))
             {
-                errors.push(format!("{pp}.periodSeconds: must be in 1..=1800"));
+                out.push(Finding::error(
+                    "hpa.policy-period",
+                    format!("{pp}.periodSeconds"),
+                    "must be in 1..=1800",
+                    "use a period of at most 30 minutes",
+                ));
             }
         }
     }
 }
 
 /// Every problem with one Kubernetes object: schema (when we carry its CRD), names, and
-/// KEDA's rules for ScaledObjects.
-pub fn object(doc: &Value) -> Vec<String> {
-    let mut errors = Vec::new();
+/// KEDA's rules for ScaledObjects. All are errors: the cluster would refuse the object.
+pub fn object(doc: &Value) -> Vec<Finding> {
+    let mut out = Vec::new();
     let api = doc["apiVersion"].as_str().unwrap_or("");
     let kind = doc["kind"].as_str().unwrap_or("");
     if api.is_empty() || kind.is_empty() {
-        errors.push("apiVersion and kind are required".into());
-        return errors;
+        out.push(Finding::error(
+            "k8s.type",
+            "",
+            "apiVersion and kind are required",
+            "set apiVersion and kind",
+        ));
+        return out;
     }
     match doc["metadata"]["name"].as_str() {
         Some(n) => {
             if let Err(e) = rfc1123_subdomain(n) {
-                errors.push(format!(".metadata.name: {e}"));
+                out.push(Finding::error(
+                    "k8s.name",
+                    "metadata.name",
+                    e.to_string(),
+                    "use lowercase letters, digits, '-' and '.'",
+                ));
             }
         }
-        None => errors.push(".metadata.name: required".into()),
+        None => out.push(Finding::error(
+            "k8s.name",
+            "metadata.name",
+            "required",
+            "set metadata.name",
+        )),
     }
     if let Some(ns) = doc["metadata"]["namespace"].as_str()
         && let Err(e) = rfc1123_label(ns)
     {
-        errors.push(format!(".metadata.namespace: {e}"));
+        out.push(Finding::error(
+            "k8s.namespace",
+            "metadata.namespace",
+            e.to_string(),
+            "use lowercase letters, digits and '-'",
+        ));
     }
     if let Some(s) = schema_for(api, kind) {
+        let mut errors = Vec::new();
         schema(s, doc, "", &mut errors);
+        for e in errors {
+            // The schema validator's messages start with the field's path.
+            let (path, message) = e.split_once(": ").unwrap_or(("", e.as_str()));
+            let path = path.trim_start_matches('.').to_owned();
+            out.push(Finding::error(
+                "schema",
+                path,
+                message.to_owned(),
+                format!("make it match the {kind} CRD's schema"),
+            ));
+        }
     }
     if kind == "ScaledObject" {
-        keda_rules(doc, &mut errors);
+        keda_rules(doc, &mut out);
     }
-    errors
+    out
 }
 
-/// Pitfalls in a ScaledObject that are valid but wrong, each as one sentence.
-pub fn lint(so: &Value) -> Vec<String> {
+/// Pitfalls in a ScaledObject that are valid but wrong (all warnings).
+pub fn lint(so: &Value) -> Vec<Finding> {
     let mut out = Vec::new();
     let deprecated: Vec<&str> = Signal::ALL
         .iter()
@@ -468,29 +660,34 @@ pub fn lint(so: &Value) -> Vec<String> {
         }
         let q = t["metadata"]["query"].as_str().unwrap_or("");
         let mt = t["metricType"].as_str().unwrap_or("AverageValue");
-        let p = format!("triggers[{i}]");
+        let p = format!("spec.triggers[{i}]");
         if q.contains("histogram_quantile") && mt == "AverageValue" {
-            out.push(format!("{p}: a latency quantile with metricType AverageValue: the HPA divides it by the replica count, so this trigger can never ask for more than ceil(p95 / threshold) replicas"));
+            out.push(Finding::warning("lint.quantile-average-value", format!("{p}.metricType"), "a latency quantile with metricType AverageValue: the HPA divides it by the replica count, so this trigger can never ask for more than ceil(p95 / threshold) replicas", "use metricType: Value for a latency guardrail"));
         }
         if q.contains("histogram_quantile") && q.contains("or vector(0)") && !q.contains(" and ") {
-            out.push(format!("{p}: histogram_quantile over an idle server returns NaN, which `or vector(0)` does not replace (the vector is not empty); guard it with `and on() <request rate> > 0`"));
+            out.push(Finding::warning("lint.quantile-nan", format!("{p}.metadata.query"), "histogram_quantile over an idle server returns NaN, which `or vector(0)` does not replace (the vector is not empty)", "guard it with `and on() <request rate> > 0` before `or on() vector(0)`"));
         }
         if t["metadata"]["ignoreNullValues"].as_str() != Some("false") {
-            out.push(format!("{p}: ignoreNullValues defaults to true: an empty result (Prometheus down, series gone) reads as 0 and the fallback never fires; set it to \"false\" with a fallback"));
+            out.push(Finding::warning("lint.ignore-null-values", format!("{p}.metadata.ignoreNullValues"), "ignoreNullValues defaults to true: an empty result (Prometheus down, series gone) reads as 0 and the fallback never fires", "set ignoreNullValues: \"false\" and add a fallback"));
         }
         if !q.trim_start().starts_with("sum") && !q.contains("histogram_quantile") {
-            out.push(format!("{p}: the query is not aggregated: KEDA fails as soon as it returns more than one series; wrap it in sum(...)"));
+            out.push(Finding::warning("lint.not-aggregated", format!("{p}.metadata.query"), "the query is not aggregated: KEDA fails as soon as it returns more than one series", "wrap it in sum(...)"));
         }
         for d in &deprecated {
             if q.contains(d) {
-                out.push(format!(
-                    "{p}: {d} was removed from vLLM; the query returns nothing on current releases"
+                out.push(Finding::warning(
+                    "lint.removed-metric",
+                    format!("{p}.metadata.query"),
+                    format!(
+                        "{d} was removed from vLLM; the query returns nothing on current releases"
+                    ),
+                    "use the current name (see docs/metrics.md)",
                 ));
             }
         }
     }
     if so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"].is_null() {
-        out.push("no HPA behavior: the legacy path doubles replicas every sync and scales down after the controller's default 5-minute window".into());
+        out.push(Finding::warning("lint.no-behavior", "spec.advanced.horizontalPodAutoscalerConfig.behavior", "no HPA behavior: the legacy path doubles replicas every sync and scales down after the controller's default 5-minute window", "set scaleUp and scaleDown explicitly"));
     }
     out
 }
@@ -540,7 +737,11 @@ mod tests {
         ], "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 4000, "policies": [{"type": "Pods", "value": 0, "periodSeconds": 2000}]}}}}}});
         let mut e = Vec::new();
         keda_rules(&so, &mut e);
-        let all = e.join("\n");
+        let all = e
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
         for needle in [
             "minReplicaCount (5)",
             "used by two triggers",

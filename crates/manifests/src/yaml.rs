@@ -74,6 +74,33 @@ pub fn i(v: i64) -> Y {
 }
 
 impl Y {
+    /// The YAML form of a JSON value (what a typed object serialises to). Nulls in mappings
+    /// are left out (an absent optional field); a null elsewhere becomes `~`'s string form.
+    pub fn from_json(v: &serde_json::Value) -> Y {
+        use serde_json::Value as J;
+        match v {
+            J::Null => Y::Str(String::new()),
+            J::Bool(b) => Y::Bool(*b),
+            J::Number(n) => match n.as_i64() {
+                Some(i) => Y::Int(i),
+                None => Y::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) if s.contains('\n') => Y::Block(s.clone()),
+            J::String(s) => Y::Str(s.clone()),
+            J::Array(a) => Y::Seq(a.iter().map(Y::from_json).collect()),
+            J::Object(m) => Y::Map(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| Entry {
+                        key: k.clone(),
+                        value: Y::from_json(v),
+                        comment: None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
     /// Adds a comment above `key` (which must exist).
     pub fn comment(mut self, key: &str, text: impl Into<String>) -> Y {
         if let Y::Map(entries) = &mut self

@@ -45,6 +45,14 @@ fn options() -> Options {
     }
 }
 
+fn joined(findings: &[inferscale_manifests::validate::Finding]) -> String {
+    findings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn yaml(text: &str) -> serde_json::Value {
     inferscale_manifests::yaml::from_str(text).unwrap()
 }
@@ -83,7 +91,7 @@ fn every_object_validates_against_the_crds_and_keda_s_rules() {
     for f in files.iter().filter(|f| f.path.ends_with(".yaml")) {
         let doc = yaml(&f.contents);
         if let Some(kind) = doc["kind"].as_str() {
-            assert_eq!(object(&doc), Vec::<String>::new(), "{}", f.path);
+            assert_eq!(object(&doc), Vec::new(), "{}", f.path);
             kinds.push(kind.to_owned());
         }
     }
@@ -100,7 +108,7 @@ fn every_object_validates_against_the_crds_and_keda_s_rules() {
     );
     // And none of the seeds' pitfalls.
     let so = yaml(&files[0].contents);
-    assert_eq!(lint(&so), Vec::<String>::new());
+    assert_eq!(lint(&so), Vec::new());
     assert_eq!(so["spec"]["triggers"][0]["metadata"]["threshold"], "27");
     assert_eq!(so["spec"]["triggers"][1]["metricType"], "Value");
     assert_eq!(
@@ -120,8 +128,8 @@ fn every_object_validates_against_the_crds_and_keda_s_rules() {
 #[test]
 fn the_seeds_scaledobject_passes_the_validator_and_the_linter_names_its_pitfalls() {
     let seeds = yaml(&testdata("aws-eks/keda-scaledobject.yaml"));
-    assert_eq!(object(&seeds), Vec::<String>::new());
-    let pitfalls = lint(&seeds).join("\n");
+    assert_eq!(object(&seeds), Vec::new());
+    let pitfalls = joined(&lint(&seeds));
     assert!(
         pitfalls.contains("divides it by the replica count"),
         "{pitfalls}"
@@ -132,13 +140,13 @@ fn the_seeds_scaledobject_passes_the_validator_and_the_linter_names_its_pitfalls
         "{pitfalls}"
     );
     let sm = yaml(&testdata("aws-eks/vllm-servicemonitor.yaml"));
-    assert_eq!(object(&sm), Vec::<String>::new());
+    assert_eq!(object(&sm), Vec::new());
     // A typo in the seeds' file would be caught.
     let mut broken = seeds.clone();
     broken["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"]
         [0]["type"] = "pods".into();
     broken["spec"]["maxReplicaCount"] = serde_json::json!(0);
-    let problems = object(&broken).join("\n");
+    let problems = joined(&object(&broken));
     assert!(problems.contains("must be Pods or Percent"), "{problems}");
     assert!(problems.contains("maxReplicaCount"), "{problems}");
 }

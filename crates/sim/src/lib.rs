@@ -28,6 +28,7 @@ mod dcgm;
 mod faults;
 pub mod lag;
 mod metrics;
+mod offline;
 mod replica;
 mod server;
 mod tokens;
@@ -39,6 +40,7 @@ use std::sync::Arc;
 pub use access::{AccessLogError, AccessLogSummary};
 pub use faults::{Fate, Faults};
 pub use lag::{ClockLag, LagMeter};
+pub use offline::Exporter;
 pub use replica::Clock;
 pub use tokens::{count_chat, count_text};
 

@@ -54,3 +54,92 @@ impl Drop for Reap {
         let _ = self.0.wait();
     }
 }
+
+/// A port that was free a moment ago on 127.0.0.1, for a program that must be told its port
+/// (Prometheus' `--web.listen-address`); the kernel chose it.
+///
+/// # Panics
+///
+/// When no socket can be bound.
+pub fn free_port() -> u16 {
+    #[allow(clippy::unwrap_used)]
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// Percent-encodes a query-string value.
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(b))
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// One `GET` over HTTP/1.0 (so no chunked body): the status and the body.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Starts Prometheus with `config` (a prometheus.yml's text) and `--storage.tsdb.path` under
+/// `dir` on a free loopback port, and waits (at most a minute) until it is ready.
+///
+/// # Panics
+///
+/// When Prometheus is not on `PATH`, does not start, or is not ready in a minute.
+pub fn prometheus(
+    dir: &std::path::Path,
+    config: &str,
+    extra: &[&str],
+) -> (Reap, std::net::SocketAddr) {
+    #[allow(clippy::unwrap_used)]
+    {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = std::process::Command::new(program("prometheus"))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let reap = Reap(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while http_get(addr, "/-/ready").map(|r| r.0).unwrap_or(0) != 200 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Prometheus did not become ready in 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        (reap, addr)
+    }
+}

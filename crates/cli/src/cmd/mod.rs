@@ -4,6 +4,7 @@ pub(crate) mod analyze;
 pub(crate) mod docs;
 pub(crate) mod generate;
 pub(crate) mod load;
+pub(crate) mod query;
 pub(crate) mod run;
 pub(crate) mod scrape;
 pub(crate) mod sim;

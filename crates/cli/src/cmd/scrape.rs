@@ -101,13 +101,7 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
         strict: args.strict,
         timeout: args.timeout,
         max_body: args.max_body,
-        auth: match &args.bearer_token_file {
-            Some(p) => Auth::bearer(
-                &crate::credentials::read_small(p, "bearer token file")?,
-                &p.display().to_string(),
-            )?,
-            None => Auth::none(),
-        },
+        auth: crate::credentials::scrape_auth(args.bearer_token_file.as_deref())?,
         tls: crate::credentials::tls(&args.tls)?,
     })
 }

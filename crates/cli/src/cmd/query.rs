@@ -1,0 +1,250 @@
+//! `inferscale query`: PromQL over live `/metrics` endpoints, with no Prometheus.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Result, bail};
+use inferscale_loadgen::Target;
+use inferscale_loadgen::scrape::Scraper;
+use inferscale_loadgen::transport::Get;
+use inferscale_promql::{
+    EvalError, Evaluator, Labels, Query, Store, Value, api_json, format_value,
+};
+
+use crate::cli::QueryArgs;
+use crate::exit;
+use crate::output::emit;
+use crate::units::format_duration;
+
+/// One target: where, and the labels its series get.
+struct Scrapee {
+    scraper: Scraper,
+    labels: Labels,
+}
+
+/// `k=v`, naming what was wrong.
+fn label(pair: &str, context: &str) -> Result<(String, String)> {
+    let Some((k, v)) = pair.split_once('=') else {
+        bail!("{context}: {pair:?} is not a label (expected name=value)");
+    };
+    let valid = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if !valid(k) || k.starts_with("__") {
+        bail!(
+            "{context}: {k:?} is not a label name (letters, digits and _, not starting with a \
+             digit or __)"
+        );
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+fn resolve(args: &QueryArgs) -> Result<(Vec<Query>, Vec<Scrapee>)> {
+    let queries = args
+        .exprs
+        .iter()
+        .map(|e| Query::parse(e).map_err(anyhow::Error::from))
+        .collect::<Result<Vec<_>>>()?;
+    if args.every.is_zero() {
+        bail!("--every must be longer than zero");
+    }
+    if args.window > Duration::from_secs(24 * 3600) {
+        bail!(
+            "--for {} is longer than a day; the series are kept in memory",
+            format_duration(args.window)
+        );
+    }
+    let common: Vec<(String, String)> = args
+        .labels
+        .iter()
+        .map(|l| label(l, "--label"))
+        .collect::<Result<_>>()?;
+    let mut access = Get::new("*/*");
+    access.timeout = args.timeout;
+    access.max_body = args.max_body;
+    access.auth = crate::credentials::scrape_auth(args.bearer_token_file.as_deref())?;
+    access.tls = crate::credentials::tls(&args.tls)?;
+    let mut targets = Vec::new();
+    for spec in &args.targets {
+        let (url, extra) = spec.split_once('#').unwrap_or((spec, ""));
+        let target = Target::parse_metrics(url)?;
+        let mut labels = Labels::new([("job", "inferscale"), ("instance", &target.authority())]);
+        for (k, v) in &common {
+            labels.set(k.clone(), v.clone());
+        }
+        for pair in extra.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = label(pair, spec)?;
+            labels.set(k, v);
+        }
+        if targets.iter().any(|t: &Scrapee| t.labels == labels) {
+            bail!("two targets have the labels {labels}: give them different ones with URL#pod=…");
+        }
+        targets.push(Scrapee {
+            scraper: Scraper::new(target, access.clone()),
+            labels,
+        });
+    }
+    Ok((queries, targets))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Scrapes every target every `every` for `window` into a store; the errors met, per target.
+async fn record(
+    targets: &[Scrapee],
+    window: Duration,
+    every: Duration,
+    quiet: bool,
+) -> (Store, Vec<Vec<String>>, u64) {
+    let mut store = Store::new();
+    let mut ok = 0;
+    let mut errors = vec![Vec::new(); targets.len()];
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut rounds = 0u64;
+    loop {
+        tick.tick().await;
+        let t = now_ms();
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|s| {
+                let scraper = s.scraper.clone();
+                tokio::spawn(async move { scraper.fetch().await })
+            })
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            let r = match h.await {
+                Ok(r) => r.map_err(|e| format!("{e}: {}", chain(&e))),
+                Err(e) => Err(format!("the scrape task failed: {e}")),
+            };
+            let parsed = r.and_then(|s| {
+                s.parse(None)
+                    .map(inferscale_promtext::Exposition::into_owned)
+                    .map_err(|e| format!("not a valid exposition: {e}"))
+            });
+            match parsed {
+                Ok(exp) => {
+                    store.scrape(&targets[i].labels, t, Some(&exp));
+                    ok += 1;
+                }
+                Err(e) => {
+                    store.scrape(&targets[i].labels, t, None);
+                    if errors[i].len() < 5 {
+                        errors[i].push(e);
+                    }
+                }
+            }
+        }
+        rounds += 1;
+        if !quiet && rounds.is_multiple_of(10) {
+            eprintln!(
+                "  {} of {} scraped, {} series",
+                format_duration(started.elapsed()),
+                format_duration(window),
+                store.series().len()
+            );
+        }
+        if started.elapsed() + every > window {
+            break;
+        }
+    }
+    (store, errors, ok)
+}
+
+/// The causes under an error, joined.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = Vec::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push(c.to_string());
+        cur = c.source();
+    }
+    out.join(": ")
+}
+
+fn table(out: &mut String, q: &Query, r: &Result<Value, EvalError>) {
+    let _ = writeln!(out, "{}", q.text());
+    match r {
+        Err(e) => {
+            let _ = writeln!(out, "  error: {e}");
+        }
+        Ok(Value::Scalar(v)) => {
+            let _ = writeln!(out, "  scalar  {}", format_value(*v));
+        }
+        Ok(Value::String(s)) => {
+            let _ = writeln!(out, "  string  {s:?}");
+        }
+        Ok(Value::Vector(v)) if v.is_empty() => {
+            let _ = writeln!(out, "  (empty)");
+        }
+        Ok(Value::Vector(v)) => {
+            let mut rows: Vec<(String, String)> = v
+                .iter()
+                .map(|s| (s.labels.to_string(), format_value(s.value)))
+                .collect();
+            rows.sort();
+            let w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+            for (l, v) in rows {
+                let _ = writeln!(out, "  {l:<w$}  {v}");
+            }
+        }
+        Ok(Value::Matrix(m)) => {
+            for s in m {
+                let _ = writeln!(out, "  {}  {} samples", s.labels, s.points.len());
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// Runs the command.
+pub(crate) fn run(args: &QueryArgs) -> Result<ExitCode> {
+    let (queries, targets) = resolve(args)?;
+    if !args.json {
+        eprintln!(
+            "scraping {} target{} every {} for {} …",
+            targets.len(),
+            if targets.len() == 1 { "" } else { "s" },
+            format_duration(args.every),
+            format_duration(args.window)
+        );
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (store, errors, ok) = rt.block_on(record(&targets, args.window, args.every, args.json));
+    for (t, errs) in targets.iter().zip(&errors) {
+        if let Some(first) = errs.first() {
+            eprintln!("warning: scraping {} failed: {first}", t.scraper.url());
+        }
+    }
+    let t = now_ms();
+    let ev = Evaluator::new(&store);
+    let results: Vec<Result<Value, EvalError>> = queries.iter().map(|q| ev.eval(q, t)).collect();
+    if args.json {
+        let arr: Vec<serde_json::Value> = results.iter().map(|r| api_json(r, t)).collect();
+        emit(&format!("{}\n", serde_json::to_string_pretty(&arr)?))?;
+    } else {
+        let mut out = String::new();
+        for (q, r) in queries.iter().zip(&results) {
+            table(&mut out, q, r);
+        }
+        emit(&out)?;
+    }
+    if ok == 0 {
+        bail!("no target could be scraped; the results above are over no data");
+    }
+    if results.iter().any(Result::is_err) {
+        return Ok(ExitCode::from(exit::CHECK_FAILED));
+    }
+    Ok(ExitCode::from(exit::SUCCESS))
+}

@@ -1,0 +1,225 @@
+//! PromQL as a type.
+//!
+//! - [`Query`]: a parsed PromQL expression (the parser is the `promql-parser` crate, the
+//!   field's Rust implementation of Prometheus' grammar) that keeps its source text.
+//! - [`Store`]: series in memory, filled by scrapes with Prometheus' labelling and staleness.
+//! - [`Evaluator`]: instant queries over a store with Prometheus' semantics, for the subset
+//!   inferscale's manifests, the seeds and vLLM's dashboards use and a good deal more (see
+//!   [`eval`] for the rules and the known differences from Prometheus 3).
+//! - [`api_json`]: a result as Prometheus' `/api/v1/query` answers it.
+//!
+//! ```
+//! use inferscale_promql::{Evaluator, Labels, Query, Store, Value};
+//!
+//! let mut store = Store::new();
+//! for (t, v) in [(0, 0.0), (15_000, 30.0), (30_000, 60.0), (45_000, 90.0), (60_000, 120.0)] {
+//!     store.push(Labels::new([("__name__", "requests_total"), ("pod", "a")]), t, v).unwrap();
+//! }
+//! let q = Query::parse("sum by (pod) (rate(requests_total[1m]))").unwrap();
+//! let Value::Vector(v) = Evaluator::new(&store).eval(&q, 60_000).unwrap() else { panic!() };
+//! assert_eq!(v[0].labels.get("pod"), "a");
+//! assert!((v[0].value - 2.0).abs() < 1e-12);
+//! ```
+
+pub mod eval;
+pub mod store;
+
+use std::fmt;
+
+pub use eval::{EvalError, Evaluator, Sample, Value};
+pub use promql_parser::parser::Expr;
+pub use store::{Labels, Point, ScrapeWrite, Series, Store, StoreError};
+
+/// A parsed PromQL expression and the text it came from.
+#[derive(Debug, Clone)]
+pub struct Query {
+    text: String,
+    expr: Expr,
+}
+
+/// Why a query did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid PromQL {query:?}: {message}")]
+pub struct ParseError {
+    /// The query as given.
+    pub query: String,
+    /// The parser's account.
+    pub message: String,
+}
+
+impl Query {
+    /// Parses `text`.
+    pub fn parse(text: &str) -> Result<Query, ParseError> {
+        match promql_parser::parser::parse(text) {
+            Ok(expr) => Ok(Query {
+                text: text.to_owned(),
+                expr,
+            }),
+            Err(message) => Err(ParseError {
+                query: text.to_owned(),
+                message,
+            }),
+        }
+    }
+
+    /// The text as given.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The syntax tree.
+    pub fn expr(&self) -> &Expr {
+        &self.expr
+    }
+
+    /// The metric names the query selects, in order of appearance, each once.
+    pub fn metric_names(&self) -> Vec<String> {
+        fn walk(e: &Expr, out: &mut Vec<String>) {
+            use promql_parser::parser::Expr as E;
+            let mut push = |n: &Option<String>| {
+                if let Some(n) = n
+                    && !out.contains(n)
+                {
+                    out.push(n.clone());
+                }
+            };
+            match e {
+                E::VectorSelector(vs) => push(&vs.name),
+                E::MatrixSelector(ms) => push(&ms.vs.name),
+                E::Aggregate(a) => {
+                    walk(&a.expr, out);
+                    if let Some(p) = &a.param {
+                        walk(p, out);
+                    }
+                }
+                E::Unary(u) => walk(&u.expr, out),
+                E::Binary(b) => {
+                    walk(&b.lhs, out);
+                    walk(&b.rhs, out);
+                }
+                E::Paren(p) => walk(&p.expr, out),
+                E::Subquery(s) => walk(&s.expr, out),
+                E::Call(c) => c.args.args.iter().for_each(|a| walk(a, out)),
+                E::NumberLiteral(_) | E::StringLiteral(_) | E::Extension(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.expr, &mut out);
+        out
+    }
+}
+
+impl PartialEq for Query {
+    fn eq(&self, other: &Self) -> bool {
+        self.expr == other.expr
+    }
+}
+
+/// The query's canonical text (as `promtool` would format it on one line).
+impl fmt::Display for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.expr)
+    }
+}
+
+impl std::str::FromStr for Query {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Query::parse(s)
+    }
+}
+
+/// A number as Prometheus' API writes it: shortest round-trip decimal, `NaN`, `+Inf`, `-Inf`.
+pub fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A number as Prometheus' API wrote it (the reverse of [`format_value`]).
+pub fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+fn labels_json(l: &Labels) -> serde_json::Value {
+    serde_json::Value::Object(
+        l.iter()
+            .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
+            .collect(),
+    )
+}
+
+/// A result (or an error) as `/api/v1/query?time=t` answers it (`t` in ms).
+pub fn api_json(result: &Result<Value, EvalError>, t: i64) -> serde_json::Value {
+    use serde_json::json;
+    let ts = t as f64 / 1000.0;
+    let v = match result {
+        Err(e) => {
+            return json!({"status": "error", "errorType": "execution", "error": e.to_string()});
+        }
+        Ok(v) => v,
+    };
+    let result = match v {
+        Value::Scalar(x) => json!([ts, format_value(*x)]),
+        Value::String(s) => json!([ts, s]),
+        Value::Vector(v) => v
+            .iter()
+            .map(|s| json!({"metric": labels_json(&s.labels), "value": [ts, format_value(s.value)]}))
+            .collect(),
+        Value::Matrix(m) => m
+            .iter()
+            .map(|s| {
+                json!({
+                    "metric": labels_json(&s.labels),
+                    "values": s.points.iter().map(|p| json!([p.t as f64 / 1000.0, format_value(p.v)])).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    };
+    json!({"status": "success", "data": {"resultType": v.kind(), "result": result}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_query_is_refused_with_the_text() {
+        let e = Query::parse("sum(rate(x[5m])").unwrap_err();
+        assert_eq!(e.query, "sum(rate(x[5m])");
+        assert!(!e.message.is_empty());
+    }
+
+    #[test]
+    fn queries_round_trip_through_their_canonical_text() {
+        for q in [
+            "sum(vllm:num_requests_waiting) or vector(0)",
+            "histogram_quantile(0.95, sum by (le) (rate(x_bucket{a=\"b\"}[1m])))",
+            "(a and on () b > 0) or on () vector(0)",
+        ] {
+            let parsed = Query::parse(q).unwrap();
+            let again = Query::parse(&parsed.to_string()).unwrap();
+            assert_eq!(parsed, again, "{q} → {parsed}");
+        }
+    }
+
+    #[test]
+    fn values_format_as_the_api_does() {
+        assert_eq!(format_value(0.1), "0.1");
+        assert_eq!(format_value(1e-7), "0.0000001");
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(parse_value("+Inf"), Some(f64::INFINITY));
+    }
+}
