@@ -29,6 +29,8 @@ mod engine;
 pub mod names;
 mod signal;
 mod snapshot;
+pub mod table;
+pub mod units;
 pub mod vllm;
 
 pub use engine::{Engine, detect};

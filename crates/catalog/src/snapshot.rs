@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use inferscale_promtext::{Exposition, Histogram, Sample, counter_delta};
 
 use crate::engine::{Engine, detect};
-use crate::names::{DCGM_BLANK_THRESHOLD, DCGM_HOST_LABELS, MetricName, Read, names_for};
+use crate::names::{
+    DCGM_BLANK_THRESHOLD, DCGM_HOST_LABELS, MetricName, NameStatus, Read, names_for,
+};
 use crate::signal::{Aggregate, Signal, SignalKind, Tier};
 
 /// What was read for one signal, kept per series so that targets combine and windows subtract
@@ -509,5 +511,111 @@ mod tests {
         assert_eq!(signals["queue_depth"], Some(0.0));
         assert_eq!(signals["running"], None);
         assert_eq!(signals["e2e_p95_seconds"], None);
+    }
+}
+
+/// A number, or `null` for a missing or non-finite one (JSON has no NaN).
+struct Num(Option<f64>);
+
+impl serde::Serialize for Num {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(x) if x.is_finite() => s.serialize_f64(x),
+            _ => s.serialize_none(),
+        }
+    }
+}
+
+/// A map serialised from pairs, in their order.
+struct Pairs<K, V>(Vec<(K, V)>);
+
+impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for Pairs<K, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct SourceJson {
+    name: &'static str,
+    engine: &'static str,
+    status: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct GpuJson<'a> {
+    source: &'a str,
+    gpu: &'a str,
+    uuid: Option<&'a str>,
+    model: Option<&'a str>,
+    hostname: Option<&'a str>,
+    signals: Pairs<&'static str, f64>,
+}
+
+/// The view `inferscale scrape --json` prints (documented in docs/formats.md): the engines,
+/// counts, every signal's value (`null` when missing), where each came from, vLLM's finish
+/// reasons and each GPU's readings.
+impl serde::Serialize for Snapshot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(10))?;
+        m.serialize_entry("engine", &self.engines.first().map(|e| e.key()))?;
+        m.serialize_entry(
+            "engines",
+            &self.engines.iter().map(|e| e.key()).collect::<Vec<_>>(),
+        )?;
+        m.serialize_entry("families", &self.families)?;
+        m.serialize_entry("samples", &self.samples)?;
+        m.serialize_entry("window_seconds", &Num(self.window_seconds))?;
+        let signals = Pairs(
+            self.signals()
+                .into_iter()
+                .map(|(k, v)| (k, Num(v)))
+                .collect(),
+        );
+        m.serialize_entry("signals", &signals)?;
+        let sources = Pairs(
+            Signal::ALL
+                .iter()
+                .filter(|s| self.has(**s))
+                .map(|s| {
+                    let names: Vec<SourceJson> = self
+                        .sources(*s)
+                        .iter()
+                        .map(|n| SourceJson {
+                            name: n.name,
+                            engine: n.engine.key(),
+                            status: match n.status {
+                                NameStatus::Current => "current",
+                                NameStatus::Deprecated => "deprecated",
+                                NameStatus::Unverified => "unverified",
+                            },
+                        })
+                        .collect();
+                    (s.key(), names)
+                })
+                .collect(),
+        );
+        m.serialize_entry("sources", &sources)?;
+        m.serialize_entry("finish_reasons", &self.finish_reasons())?;
+        let gpus: Vec<GpuJson<'_>> = self
+            .gpus
+            .iter()
+            .map(|g| GpuJson {
+                source: &g.source,
+                gpu: &g.index,
+                uuid: g.uuid.as_deref(),
+                model: g.model.as_deref(),
+                hostname: g.host.as_deref(),
+                signals: Pairs(g.values.iter().map(|(s, v)| (s.key(), *v)).collect()),
+            })
+            .collect();
+        m.serialize_entry("gpus", &gpus)?;
+        m.end()
     }
 }

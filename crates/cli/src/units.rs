@@ -72,19 +72,7 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(bad)
 }
 
-/// Prints seconds for a latency: `850µs`, `42.0ms`, `2.48s`.
-pub(crate) fn format_seconds(secs: f64) -> String {
-    if !secs.is_finite() {
-        return format!("{secs}");
-    }
-    if secs < 1e-3 {
-        format!("{:.0}µs", secs * 1e6)
-    } else if secs < 1.0 {
-        format!("{:.1}ms", secs * 1e3)
-    } else {
-        format!("{secs:.2}s")
-    }
-}
+pub(crate) use inferscale_catalog::units::format_seconds;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,5 @@
 //! Server addresses: `http(s)://host:port[/base]` URLs turned into what a connection needs.
 
-use std::time::Duration;
-
 /// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -181,30 +179,7 @@ impl Target {
     }
 }
 
-/// A duration as operators write it: `250ms`, `5s`, `1m30s`.
-pub fn format_duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 1.0 {
-        return format!("{}ms", (secs * 1000.0).round() as u64);
-    }
-    if secs < 60.0 {
-        let s = format!("{secs:.3}");
-        return format!("{}s", s.trim_end_matches('0').trim_end_matches('.'));
-    }
-    let whole = secs.round() as u64;
-    let (h, m, s) = (whole / 3600, whole / 60 % 60, whole % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
-}
+pub use inferscale_catalog::units::format_duration;
 
 #[cfg(test)]
 mod tests {
@@ -260,6 +235,6 @@ mod tests {
         assert!(matches!(e, UrlError::Credentials { .. }), "{e}");
         assert!(!e.to_string().contains("s3cret"), "{e}");
         assert!(e.to_string().contains("***@127.0.0.1:8000/v1"), "{e}");
-        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(format_duration(std::time::Duration::from_secs(90)), "1m30s");
     }
 }

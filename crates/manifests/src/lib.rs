@@ -104,6 +104,15 @@ pub enum GenerateError {
     /// `--model-name ''`.
     #[error("--model-name must not be empty")]
     EmptyModelName,
+    /// A generated query is not valid PromQL (a generator bug).
+    #[error("{path} carries a query that does not parse")]
+    Query {
+        /// The file.
+        path: String,
+        /// The query and why.
+        #[source]
+        source: inferscale_promql::ParseError,
+    },
     /// A generated JSON file does not parse (a generator bug).
     #[error("{path} is not valid JSON")]
     Json {
@@ -180,6 +189,53 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
     Ok(())
 }
 
+/// Every PromQL query in a parsed manifest or dashboard: the strings under `expr` and `query`
+/// keys (a rule's `expr`, a ScaledObject trigger's `metadata.query`, a Grafana target's
+/// `expr`), outside Grafana's `templating` (whose queries are Grafana's `label_values(…)`, not
+/// PromQL). Grafana's variables are left in.
+pub fn queries_in(v: &serde_json::Value) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match x {
+                        _ if k == "templating" => {}
+                        serde_json::Value::String(s) if k == "expr" || k == "query" => {
+                            out.push(s.clone())
+                        }
+                        _ => walk(x, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut out);
+    out
+}
+
+/// A query with Grafana's interval variables replaced by a duration, as Grafana sends it.
+pub fn with_grafana_intervals(q: &str, interval: &str) -> String {
+    q.replace("$__rate_interval", interval)
+        .replace("$__interval", interval)
+        .replace("$__range", interval)
+}
+
+/// Every query of a generated file parses as PromQL.
+fn check_queries(path: &str, doc: &serde_json::Value) -> Result<(), GenerateError> {
+    for q in queries_in(doc) {
+        inferscale_promql::Query::parse(&with_grafana_intervals(&q, "1m")).map_err(|source| {
+            GenerateError::Query {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
 /// Every file, in the order the README lists them. Each Kubernetes object is validated (CRD
 /// schemas, KEDA/HPA rules); a generator bug is an error here, not a surprise at apply time.
 pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError> {
@@ -235,12 +291,13 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     });
     for f in &files {
         if f.path.ends_with(".json") {
-            serde_json::from_str::<serde_json::Value>(&f.contents).map_err(|source| {
+            let doc = serde_json::from_str::<serde_json::Value>(&f.contents).map_err(|source| {
                 GenerateError::Json {
                     path: f.path.clone(),
                     source,
                 }
             })?;
+            check_queries(&f.path, &doc)?;
             continue;
         }
         if !f.path.ends_with(".yaml") {
@@ -251,6 +308,7 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
                 path: f.path.clone(),
                 source: Box::new(source),
             })?;
+        check_queries(&f.path, &doc)?;
         // Patches and promtool files are not objects; the rest are.
         if doc.get("apiVersion").is_none() {
             continue;

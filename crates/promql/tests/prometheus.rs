@@ -186,28 +186,6 @@ fn record(base_ms: i64, out: &Path) -> usize {
     samples
 }
 
-/// Every string under an `expr` or `query` key (outside Grafana's `templating`, whose queries
-/// are Grafana's `label_values(…)`, not PromQL).
-fn collect(v: &serde_json::Value, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Object(m) => {
-            for (k, x) in m {
-                if k == "templating" {
-                    continue;
-                }
-                match x {
-                    serde_json::Value::String(s) if k == "expr" || k == "query" => {
-                        out.push(s.clone())
-                    }
-                    _ => collect(x, out),
-                }
-            }
-        }
-        serde_json::Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
-        _ => {}
-    }
-}
-
 fn yaml_docs(text: &str) -> Vec<serde_json::Value> {
     text.split("\n---")
         .filter(|d| {
@@ -220,7 +198,7 @@ fn yaml_docs(text: &str) -> Vec<serde_json::Value> {
 
 /// Grafana's variables, as a dashboard showing our model would set them.
 fn substitute(q: &str) -> String {
-    q.replace("$__rate_interval", "1m")
+    inferscale_manifests::with_grafana_intervals(q, "1m")
         .replace("$model_name", MODEL)
         .replace("$model", MODEL)
         .replace("$node", ".*")
@@ -270,11 +248,7 @@ fn queries() -> Vec<(String, String)> {
         vec![serde_json::from_str(&dashboard).unwrap()],
     ));
     for (name, docs) in sources {
-        let mut found = Vec::new();
-        for d in &docs {
-            collect(d, &mut found);
-        }
-        for q in found {
+        for q in docs.iter().flat_map(inferscale_manifests::queries_in) {
             let q = substitute(&q);
             if !out.iter().any(|(_, x)| *x == q) {
                 out.push((name.clone(), q));
