@@ -636,7 +636,6 @@ Examples:
 Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server;
 3 the run happened but its results could not be written.
 Ctrl-C stops sending, waits --grace for requests in flight, and writes the partial result.")]
-#[derive(Default)]
 pub(crate) struct LoadArgs {
     /// The server's base URL.
     #[arg(long, value_name = "URL")]
@@ -729,9 +728,9 @@ pub(crate) struct LoadArgs {
     /// A pass/fail criterion, k6-style: 'p95(e2e)<5s', 'error_rate<1%', 'drop_rate<0.1%'.
     #[arg(long = "threshold", value_name = "EXPR")]
     pub(crate) thresholds: Vec<String>,
-    /// After Ctrl-C, how long requests in flight may finish.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
-    pub(crate) grace: Duration,
+    /// After Ctrl-C, how long requests in flight may finish [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) grace: Option<Duration>,
     /// Print the result as JSON (run.json's content) instead of the table.
     #[arg(long)]
     pub(crate) json: bool,

@@ -7,7 +7,9 @@ mod cli;
 mod cmd;
 mod credentials;
 mod exit;
+mod job;
 mod output;
+mod shutdown;
 mod units;
 
 use std::process::ExitCode;
@@ -19,7 +21,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Scrape(args) => cmd::scrape::run(args),
         cli::Command::Sim(args) => cmd::sim::run(&args),
-        cli::Command::Warmup(args) => cmd::load::run_warmup_cmd(&args),
+        cli::Command::Warmup(args) => cmd::warmup::run(&args),
         cli::Command::Load(args) => cmd::load::run_load(&args),
         cli::Command::Analyze(args) => cmd::analyze::run(&args),
         cli::Command::Run(args) => cmd::run::run(&args),

@@ -1,52 +1,7 @@
 //! Parsing and printing of durations and sizes the way operators write them (`60s`, `1m30s`,
 //! `500ms`, `64MiB`).
 
-use std::time::Duration;
-
-/// Parses `250ms`, `5s`, `1.5s`, `2m`, `1h`, `1m30s` (a bare number means seconds).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (expected e.g. 500ms, 5s, 1m30s, 2h)");
-    let s = s.trim();
-    if s.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(secs) = s.parse::<f64>() {
-        return secs_to_duration(secs).ok_or_else(bad);
-    }
-    let mut total = 0.0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        if num_end == 0 {
-            return Err(bad());
-        }
-        let value: f64 = rest[..num_end].parse().map_err(|_| bad())?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = &rest[unit_end..];
-    }
-    secs_to_duration(total).ok_or_else(bad)
-}
-
-fn secs_to_duration(secs: f64) -> Option<Duration> {
-    (0.0..1e12)
-        .contains(&secs)
-        .then(|| Duration::from_secs_f64(secs))
-}
+pub(crate) use inferscale_catalog::units::parse_duration;
 
 pub(crate) use inferscale_loadgen::target::format_duration;
 
@@ -77,6 +32,7 @@ pub(crate) use inferscale_catalog::units::format_seconds;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

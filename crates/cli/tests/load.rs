@@ -247,7 +247,7 @@ fn nothing_is_sent_when_the_run_could_not_be_saved_or_the_target_is_wrong() {
                 "--arrival".into(),
                 "gamma:-1".into(),
             ],
-            "invalid arrival",
+            "arrival (--arrival): \"gamma:-1\" is not constant, poisson or gamma:SHAPE",
         ),
         (
             vec![
@@ -256,7 +256,7 @@ fn nothing_is_sent_when_the_run_could_not_be_saved_or_the_target_is_wrong() {
                 "--speedup".into(),
                 "0".into(),
             ],
-            "--speedup must be",
+            "speedup (--speedup): must be",
         ),
         (
             vec![

@@ -16,6 +16,7 @@
 
 pub mod auth;
 pub mod discover;
+pub mod plan;
 pub mod prompt;
 pub mod record;
 pub mod report;

@@ -8,3 +8,4 @@ pub(crate) mod query;
 pub(crate) mod run;
 pub(crate) mod scrape;
 pub(crate) mod sim;
+pub(crate) mod warmup;

@@ -9,9 +9,14 @@ use anyhow::{Context, Result, anyhow, bail};
 use inferscale_loadgen::Target;
 use inferscale_sim::{Sim, SimConfig};
 
-use crate::cli::{LoadArgs, RunArgs};
-use crate::cmd::{analyze, generate, load};
+use inferscale_loadgen::plan::{LengthValue, Plan};
+
+use crate::cli::RunArgs;
 use crate::exit::AfterStartExt;
+use crate::job::analysis::{degraded, simulator_fell_behind, write as write_analysis};
+use crate::job::load::{Resolved, execute};
+use crate::job::manifests::write as write_manifests;
+use crate::output::check_writable;
 use crate::output::emit;
 
 /// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
@@ -78,7 +83,7 @@ fn check_out_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the output folder {}", dir.display()))?;
     for f in ["run.json", "thresholds.json", "report.html"] {
-        load::check_writable(&dir.join(f))?;
+        check_writable(&dir.join(f))?;
     }
     Ok(())
 }
@@ -115,22 +120,24 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
                 (url, k)
             }
         };
-        let args = LoadArgs {
+        // The same plan `load` resolves, from run's few flags (everything else at its default).
+        let plan = Plan {
             url: Some(url),
             model: a.model.clone(),
             rates: a.rates.clone(),
-            step: a.step,
-            rest: a.rest,
-            no_stream: a.no_stream,
-            max_tokens: a.max_tokens.clone(),
+            step: a.step.map(Into::into),
+            rest: a.rest.map(Into::into),
+            stream: a.no_stream.then_some(false),
+            max_tokens: a.max_tokens.clone().map(LengthValue::Text),
             speedup: Some(speedup),
             warmup: Some(a.warmup),
-            out: a.out.join("run.json"),
-            grace: Duration::from_secs(30),
-            auth: a.auth.clone(),
-            ..LoadArgs::default()
+            ..Plan::default()
         };
-        let mut resolved = load::resolve(&args)?;
+        let run_json = a.out.join("run.json");
+        let mut resolved = Resolved::new(plan.resolve(
+            crate::credentials::client_auth(&a.auth)?,
+            crate::credentials::tls(&a.auth.tls)?,
+        )?);
         if let Some((profile, cfg)) = &sim_cfg {
             resolved.simulated = Some(serde_json::json!({
                 "profile": profile,
@@ -142,23 +149,23 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
             resolved.sim_lag = embedded.as_ref().map(|e| e.lag.clone());
         }
-        let out = load::execute(resolved, &args.out, None, false).await?;
+        let out = execute(resolved, &run_json, None, false).await?;
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
         let kept = || {
             format!(
                 "the measurement is kept in {}, but what follows from it could not be written",
-                args.out.display()
+                run_json.display()
             )
         };
-        let written = analyze::write(&out.report, &a.out, a.peak_rps)
+        let written = write_analysis(&out.report, &a.out, a.peak_rps)
             .with_context(kept)
             .after_start()?;
         let manifests = match &written.analysis.thresholds {
             Ok(t) => {
                 let dir = a.out.join("manifests");
                 Some(
-                    generate::write(t, &a.cluster, &dir)
+                    write_manifests(t, &a.cluster, &dir)
                         .map(|_| dir)
                         .with_context(kept)
                         .after_start()?,
@@ -196,7 +203,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             "These numbers come from the embedded simulator at {}× speed-up; point --url at a real server to measure it.\n",
             report.plan.speedup
         ));
-        if analyze::simulator_fell_behind(&report) {
+        if simulator_fell_behind(&report) {
             let lag = report
                 .target
                 .simulated
@@ -211,7 +218,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
         }
     }
     emit(&text)?;
-    Ok(if analyze::degraded(&report, &written.analysis) {
+    Ok(if degraded(&report, &written.analysis) {
         ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS

@@ -377,7 +377,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
         }
         head.push_str("  stop with Ctrl-C\n");
         emit(&head)?;
-        let access = sim.serve(listeners, shutdown_signal()).await;
+        let access = sim.serve(listeners, crate::shutdown::signal()).await;
         eprintln!("inferscale sim: stopped");
         match access {
             None => Ok(ExitCode::SUCCESS),
@@ -388,26 +388,4 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
             Some(Err(e)) => Err(e.into()),
         }
     })
-}
-
-/// Ctrl-C or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
 }

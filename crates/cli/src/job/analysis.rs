@@ -1,0 +1,79 @@
+//! Analysing a run: run.json read and checked, thresholds.json and report.html written, and
+//! the verdict that decides the exit code. `analyze` and `run` go through here.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+use inferscale_analysis::{Analysis, Status, analyze};
+use inferscale_results::run::RunReport;
+
+use crate::output::{check_writable, write_atomic};
+
+/// Reads and checks a run.json.
+pub(crate) fn read(path: &Path) -> Result<RunReport> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    inferscale_analysis::read_run(&text).with_context(|| path.display().to_string())
+}
+
+/// What an analysis wrote.
+pub(crate) struct Written {
+    pub(crate) analysis: Analysis,
+    pub(crate) thresholds: Option<PathBuf>,
+    pub(crate) report: PathBuf,
+}
+
+/// Analyses `run` and writes `thresholds.json` (when there are thresholds) and `report.html`
+/// into `dir`.
+pub(crate) fn write(run: &RunReport, dir: &Path, peak_rps: Option<f64>) -> Result<Written> {
+    if let Some(p) = peak_rps
+        && !(p.is_finite() && p > 0.0)
+    {
+        return Err(anyhow!("--peak-rps must be a positive rate, not {p}"));
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    let tpath = dir.join("thresholds.json");
+    let rpath = dir.join("report.html");
+    check_writable(&tpath)?;
+    check_writable(&rpath)?;
+    let analysis = analyze(run, peak_rps);
+    let thresholds = match &analysis.thresholds {
+        Ok(t) => {
+            let mut bytes = serde_json::to_vec_pretty(t)?;
+            bytes.push(b'\n');
+            write_atomic(&tpath, &bytes)?;
+            Some(tpath)
+        }
+        Err(_) => {
+            // A stale file from an earlier run must not pass for this one's.
+            let _ = std::fs::remove_file(&tpath);
+            None
+        }
+    };
+    write_atomic(&rpath, inferscale_report::render(run, &analysis).as_bytes())?;
+    Ok(Written {
+        analysis,
+        thresholds,
+        report: rpath,
+    })
+}
+
+/// Whether the finding deserves exit code 1.
+pub(crate) fn degraded(run: &RunReport, a: &Analysis) -> bool {
+    run.interrupted
+        || a.thresholds.is_err()
+        || matches!(a.saturation.status, Status::ClientLimited | Status::NoData)
+        || simulator_fell_behind(run)
+}
+
+/// Whether the embedded simulator recorded that it could not hold its speed-up (its
+/// latencies are then overstated by the machine, not computed by the model).
+pub(crate) fn simulator_fell_behind(run: &RunReport) -> bool {
+    run.target
+        .simulated
+        .as_ref()
+        .and_then(|s| s.get("clock_held"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(false)
+}

@@ -1,0 +1,387 @@
+//! Loading a server: a resolved plan run end to end (pre-flight checks, warm-up, the steps,
+//! run.json), the sequential warm-up, the live progress lines and the end-of-run step table.
+//! `load`, `warmup` and `run` all go through here.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use inferscale_loadgen::discover::{ModelsError, resolve_model};
+use inferscale_loadgen::plan::ResolvedPlan;
+use inferscale_loadgen::prompt::{Api, Length, PromptSource, RequestSpec, SEEDS_WARMUP_PROMPT};
+use inferscale_loadgen::report::{RunReport, StepReport, WarmupReport};
+use inferscale_loadgen::schedule::Stage;
+use inferscale_loadgen::transport::{Client, ClientConfig, Get};
+use inferscale_loadgen::{Progress, Target};
+
+use crate::exit::AfterStartExt;
+use crate::units::format_seconds;
+
+/// A load plan resolved from flags, a plan file and defaults, with what `run` knows besides.
+pub(crate) struct Resolved {
+    /// The plan.
+    pub(crate) plan: ResolvedPlan,
+    /// What the target is, when inferscale started it (recorded in run.json).
+    pub(crate) simulated: Option<serde_json::Value>,
+    /// The target's `max_num_seqs`, when known.
+    pub(crate) max_num_seqs: Option<u32>,
+    /// The embedded simulator's clock-lag meter: read after the load, recorded in run.json,
+    /// and a warning when the machine did not hold the speed-up.
+    pub(crate) sim_lag: Option<inferscale_sim::LagMeter>,
+}
+
+impl Resolved {
+    /// A plan with nothing known about the target.
+    pub(crate) fn new(plan: ResolvedPlan) -> Self {
+        Resolved {
+            plan,
+            simulated: None,
+            max_num_seqs: None,
+            sim_lag: None,
+        }
+    }
+}
+
+/// Adds where a key goes to a refusal for the lack of one.
+pub(crate) fn hint_auth(e: ModelsError) -> anyhow::Error {
+    if matches!(e, ModelsError::Unauthorized { .. }) {
+        anyhow!(
+            "{e}; put the key in the {} environment variable or in a file named by --api-key-file",
+            crate::credentials::API_KEY_ENV
+        )
+    } else {
+        e.into()
+    }
+}
+
+pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".to_owned(), f)
+}
+
+/// The end-of-run table, one row per step.
+pub(crate) fn summary(report: &RunReport) -> String {
+    let mut s = String::new();
+    let k = report.plan.speedup;
+    s.push_str(&format!(
+        "\n{}{}\n",
+        if report.interrupted {
+            "INTERRUPTED — partial result. "
+        } else {
+            ""
+        },
+        if k != 1.0 {
+            format!("times in the server's time (speed-up {k}×)")
+        } else {
+            String::new()
+        }
+    ));
+    s.push_str(&format!(
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}\n",
+        "rps", "sent/s", "done/s", "ok", "fail", "drop", "e2e p50", "e2e p95", "e2e p99", "TTFT p95", "TPOT p50", "queue", "q max", "srv e2e95", "lag99"
+    ));
+    for st in &report.steps {
+        s.push_str(&row(st));
+    }
+    s
+}
+
+fn row(st: &StepReport) -> String {
+    let l = &st.latency_s;
+    let srv = st.server.as_ref();
+    format!(
+        "{:>5} {:>8.2} {:>8.2} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}{}\n",
+        match st.concurrency {
+            Some(c) => format!("c={c}"),
+            None => format!("{}", st.target_rps),
+        },
+        st.sent_rps,
+        st.achieved_rps,
+        st.requests.ok,
+        st.requests.failed.total,
+        st.requests.dropped,
+        opt(l.e2e.p50, format_seconds),
+        opt(l.e2e.p95, format_seconds),
+        opt(l.e2e.p99, format_seconds),
+        opt(l.ttft.p95, format_seconds),
+        opt(l.tpot.p50, format_seconds),
+        opt(srv.and_then(|s| s.queue_depth.p95), |v| format!("{v:.0}")),
+        opt(srv.and_then(|s| s.queue_depth.max), |v| format!("{v:.0}")),
+        opt(srv.and_then(|s| s.e2e_p95_s), format_seconds),
+        opt(st.client.lag_p99_s, |v| format!("{:.2}ms", v * 1e3)),
+        if st.client.client_limited {
+            "  client-limited"
+        } else {
+            ""
+        },
+    )
+}
+
+fn progress_printer(tty: bool, quiet: bool) -> impl FnMut(Progress) + Send {
+    let mut last_len = 0usize;
+    move |p| {
+        if quiet {
+            return;
+        }
+        match p {
+            Progress::StepStarted {
+                index,
+                target_rps,
+                concurrency,
+                of,
+            } => {
+                if tty && last_len > 0 {
+                    eprint!("\r{:width$}\r", "", width = last_len);
+                    last_len = 0;
+                }
+                match concurrency {
+                    Some(c) => eprintln!("step {}/{of}: {c} in flight (closed loop)", index + 1),
+                    None => eprintln!("step {}/{of}: {target_rps} req/s", index + 1),
+                }
+            }
+            Progress::Tick(t) if tty => {
+                let Some(step) = t.step else { return };
+                let line = format!(
+                    "  step {} · {:.1} req/s sent · ok {} fail {} drop {} · in flight {} · e2e p95 {} · server queue {}",
+                    step + 1,
+                    t.rate,
+                    t.ok,
+                    t.failed,
+                    t.dropped,
+                    t.in_flight,
+                    opt(t.e2e_p95_s, format_seconds),
+                    opt(t.queue_depth, |q| format!("{q:.0}"))
+                );
+                eprint!("\r{line:width$}", width = last_len);
+                last_len = line.chars().count();
+            }
+            Progress::Tick(_) => {}
+            Progress::StepEnded(st) => {
+                if tty && last_len > 0 {
+                    eprint!("\r{:width$}\r", "", width = last_len);
+                    last_len = 0;
+                }
+                eprint!("  done: {}", row(&st).trim_start());
+            }
+        }
+    }
+}
+
+/// What a load run wrote and whether its thresholds held.
+pub(crate) struct Outcome {
+    pub(crate) report: RunReport,
+    pub(crate) breached: bool,
+}
+
+/// Runs a resolved plan (pre-flight checks, warm-up, the plan) and writes its files. Used by
+/// `load` and `run`.
+pub(crate) async fn execute(
+    mut r: Resolved,
+    out: &Path,
+    requests_out: Option<&Path>,
+    quiet: bool,
+) -> Result<Outcome> {
+    crate::output::check_writable(out)?;
+    if let Some(p) = requests_out {
+        crate::output::check_writable(p)?;
+    }
+    let access = Get::like(&r.plan.config.client);
+    let model = resolve_model(&r.plan.url, &access, r.plan.model.clone())
+        .await
+        .map_err(hint_auth)?;
+    r.plan.config.requests.model = model.clone();
+    let dataset = match &r.plan.dataset {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the dataset {}", p.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(d) = &dataset {
+        inferscale_loadgen::prompt::load_dataset(
+            d,
+            &r.plan
+                .dataset
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )?;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let warmup = if r.plan.warmup > 0 {
+        if !quiet {
+            eprintln!("warm-up: {} sequential requests", r.plan.warmup);
+        }
+        Some(
+            Warmup {
+                url: &r.plan.url,
+                access: &access,
+                model: &model,
+                n: r.plan.warmup,
+                timeout: r.plan.config.client.timeout,
+                speedup: r.plan.config.speedup,
+                prompt: None,
+                quiet,
+                api: Api::Completions,
+                stream: false,
+                max_tokens: 100,
+            }
+            .run()
+            .await?,
+        )
+    } else {
+        None
+    };
+    if !quiet {
+        let n: f64 = r
+            .plan
+            .config
+            .stages
+            .iter()
+            .map(Stage::expected_requests)
+            .sum();
+        let secs: f64 = r
+            .plan
+            .config
+            .stages
+            .iter()
+            .map(|s| s.duration_s + s.rest_s)
+            .sum::<f64>()
+            / r.plan.config.speedup;
+        eprintln!(
+            "load: {} steps, {:.0} requests, about {} of wall time; model {model:?}; results in {}",
+            r.plan.config.stages.len(),
+            n,
+            crate::units::format_duration(Duration::from_secs_f64(secs)),
+            out.display()
+        );
+    }
+    let thresholds = std::mem::take(&mut r.plan.thresholds);
+    let output = inferscale_loadgen::run(
+        r.plan.config.clone(),
+        dataset,
+        progress_printer(tty, quiet),
+        crate::shutdown::signal(),
+    )
+    .await
+    .map_err(|e| match e {
+        // A task that died mid-run is a failure after work began; the rest are refusals
+        // before the first request.
+        e @ inferscale_loadgen::LoadError::TaskPanicked => {
+            crate::exit::after_start(anyhow::Error::new(e).context("the load run failed"))
+        }
+        e => e.into(),
+    })?;
+    let mut report = output.report;
+    report.warmup = warmup;
+    report.target.simulated = r.simulated.take();
+    if let (Some(meter), Some(serde_json::Value::Object(sim))) =
+        (&r.sim_lag, report.target.simulated.as_mut())
+    {
+        let lag = meter.read();
+        if !quiet && !lag.held() {
+            eprintln!(
+                "warning: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so latencies are overstated; use a release build or a lower --speedup",
+                lag.describe(),
+                r.plan.config.speedup
+            );
+        }
+        sim.insert("clock_lag".into(), serde_json::to_value(lag)?);
+        sim.insert("clock_held".into(), lag.held().into());
+    }
+    report.target.max_num_seqs = r.max_num_seqs;
+    report.thresholds = thresholds
+        .iter()
+        .map(|t| t.evaluate(&output.records, r.plan.config.speedup))
+        .collect();
+    let json = serde_json::to_vec_pretty(&report)?;
+    crate::output::write_atomic(out, &json)
+        .context("the measurement is lost: run.json could not be written")
+        .after_start()?;
+    if let Some(p) = requests_out {
+        let mut lines = Vec::new();
+        for rec in &output.records {
+            serde_json::to_writer(&mut lines, rec)?;
+            lines.push(b'\n');
+        }
+        crate::output::write_atomic(p, &lines)
+            .with_context(|| format!("run.json was written to {}", out.display()))
+            .after_start()?;
+    }
+    if !quiet && !output.scrape_errors.is_empty() {
+        eprintln!(
+            "warning: {} scrapes of the server's metrics failed; first: {}",
+            output.scrape_errors.len(),
+            output.scrape_errors[0]
+        );
+    }
+    let breached = report.thresholds.iter().any(|t| !t.ok);
+    Ok(Outcome { report, breached })
+}
+
+/// A sequential warm-up, as `inferscale warmup` and the start of `load`/`run` send it.
+pub(crate) struct Warmup<'a> {
+    pub(crate) url: &'a Target,
+    pub(crate) access: &'a Get,
+    pub(crate) model: &'a str,
+    pub(crate) n: u32,
+    pub(crate) timeout: Duration,
+    pub(crate) speedup: f64,
+    pub(crate) prompt: Option<String>,
+    pub(crate) quiet: bool,
+    pub(crate) api: Api,
+    pub(crate) stream: bool,
+    pub(crate) max_tokens: u32,
+}
+
+impl Warmup<'_> {
+    pub(crate) async fn run(self) -> Result<WarmupReport> {
+        let Warmup {
+            url,
+            access,
+            model,
+            n,
+            timeout,
+            speedup,
+            prompt,
+            quiet,
+            api,
+            stream,
+            max_tokens,
+        } = self;
+        let client = Client::new(ClientConfig {
+            target: url.clone(),
+            reuse: true,
+            timeout,
+            max_body: 64 << 20,
+            auth: access.auth.clone(),
+            tls: access.tls.clone(),
+        });
+        let spec = RequestSpec {
+            api,
+            model: model.to_owned(),
+            prompt: PromptSource::Fixed {
+                text: prompt.unwrap_or_else(|| SEEDS_WARMUP_PROMPT.to_owned()),
+            },
+            max_tokens: Length::Fixed { tokens: max_tokens },
+            temperature: 0.7,
+            stream,
+            ignore_eos: false,
+        };
+        let tty = std::io::stderr().is_terminal() && !quiet;
+        let report = inferscale_loadgen::warmup(&client, &spec, n as usize, speedup, 0, |i, l| {
+            if tty {
+                eprint!(
+                    "\r  warm-up {}/{n}: {}      ",
+                    i + 1,
+                    opt(l, format_seconds)
+                );
+            }
+        })
+        .await?;
+        if tty {
+            eprintln!();
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,6 @@
+//! The steps of the main job, each shared by the command that runs it alone and by `run`
+//! (commands never import one another).
+
+pub(crate) mod analysis;
+pub(crate) mod load;
+pub(crate) mod manifests;
