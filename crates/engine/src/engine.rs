@@ -14,8 +14,8 @@ use crate::cost::{CostModel, Overheads, StepShape};
 use crate::hardware::GpuSpec;
 use crate::kv::{BlockPool, MemoryError, MemoryPlan, plan_memory};
 use crate::model::{ModelSpec, WeightDtype};
-use crate::rng::Rng;
 use crate::stats::{FinishReason, Stats};
+use inferscale_rng::Rng;
 
 /// How long outputs run when end-of-sequence is allowed (`ignore_eos` false).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

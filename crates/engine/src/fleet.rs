@@ -38,7 +38,7 @@
 
 use crate::engine::{Engine, EngineConfig, Event, EventKind, RequestSpec};
 use crate::kv::MemoryError;
-use crate::rng::{Rng, mix};
+use inferscale_rng::{Rng, mix};
 
 /// How arrivals are spread over the ready replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,12 +27,11 @@ pub mod hardware;
 pub mod kv;
 pub mod model;
 mod profile;
-mod rng;
 pub mod stats;
 
 pub use engine::{
     ColdStart, Engine, EngineConfig, Event, EventKind, OutputLength, RequestSpec, Warmup,
     capture_sizes,
 };
+pub use inferscale_rng::{Rng, mix};
 pub use profile::{PROFILES, Profile, profile};
-pub use rng::{Rng, mix};

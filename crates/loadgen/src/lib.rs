@@ -15,17 +15,15 @@
 //! exactly one outcome: ok, http_error, timeout, connect_error, stream_error or dropped.
 
 pub mod auth;
+// The pure parts, re-exported where they have always been found.
+pub use inferscale_workload::{prompt, record, schedule, threshold};
 pub mod discover;
 pub mod plan;
-pub mod prompt;
-pub mod record;
 pub mod report;
 pub mod run;
 pub mod sampler;
-pub mod schedule;
 pub mod scrape;
 pub mod target;
-pub mod threshold;
 pub mod tls;
 pub mod transport;
 

@@ -10,14 +10,7 @@ use crate::scrape::{ScrapeError, Scraper};
 use crate::target::Target;
 use crate::transport::Get;
 
-/// One scrape.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// Wall seconds from the run start.
-    pub t: f64,
-    /// What it said.
-    pub snapshot: Snapshot,
-}
+pub use inferscale_workload::record::Sample;
 
 /// Scrapes one target and keeps what it read.
 pub struct Sampler {

@@ -9,56 +9,13 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use inferscale_openai::SseDecoder;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
 
 use crate::auth::Auth;
 use crate::target::Target;
 
-/// How a request ended. Every scheduled request ends in exactly one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Outcome {
-    /// A complete, well-formed answer.
-    Ok,
-    /// A status other than 200.
-    HttpError {
-        /// The status.
-        status: u16,
-    },
-    /// No complete answer before the deadline.
-    Timeout,
-    /// The connection could not be made.
-    ConnectError,
-    /// The answer was malformed or cut off.
-    StreamError,
-    /// Never sent: the in-flight cap was reached (k6's `dropped_iterations`).
-    Dropped,
-}
-
-impl Outcome {
-    /// A short name (`ok`, `http_error`, …).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::HttpError { .. } => "http_error",
-            Outcome::Timeout => "timeout",
-            Outcome::ConnectError => "connect_error",
-            Outcome::StreamError => "stream_error",
-            Outcome::Dropped => "dropped",
-        }
-    }
-}
-
-/// Where the output token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenSource {
-    /// The server's `usage`.
-    Usage,
-    /// Counted token-bearing stream events (a fallback when the server sent no usage).
-    Chunks,
-}
+pub use inferscale_workload::outcome::{Outcome, TokenSource};
 
 /// What one request did (times are instants; the runner turns them into run seconds).
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The plan of a load run as `run.json` records it: how requests arrive, in which stages, and
 //! what they ask. The load generator executes these; the analysis reads them back.
 
-use inferscale_engine::Rng;
+use inferscale_rng::Rng;
 use serde::{Deserialize, Serialize};
 
 /// How arrivals are spaced within a stage.

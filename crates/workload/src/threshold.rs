@@ -1,7 +1,7 @@
 //! k6-style pass/fail thresholds over a whole run: `p95(e2e)<5s`, `error_rate<1%`.
 
 use crate::record::{Record, latencies, requests};
-use crate::report::{Percentiles, ThresholdResult};
+use inferscale_results::run::{Percentiles, ThresholdResult};
 
 /// A parsed threshold.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,7 +241,7 @@ impl Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{Outcome, TokenSource};
+    use crate::outcome::{Outcome, TokenSource};
 
     fn rec(e2e: f64, outcome: Outcome) -> Record {
         Record {

@@ -9,13 +9,12 @@ use hdrhistogram::Histogram;
 use inferscale_catalog::{Signal, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use crate::report::{
+use crate::outcome::{Outcome, TokenSource};
+use crate::schedule::{Stage, StageWindow};
+use inferscale_results::run::{
     ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, StepReport,
     TimelinePoint, Tokens,
 };
-use crate::sampler::Sample;
-use crate::schedule::{Stage, StageWindow};
-use crate::transport::{Outcome, TokenSource};
 
 /// A step is client-limited when more than one request in twenty was sent later than its
 /// *lag bar* after its intended time (the schedule lag's p95 above the bar). The p95, not the
@@ -39,6 +38,15 @@ pub const LAG_SHARE: f64 = 0.05;
 /// at the median, or had none.
 pub fn lag_bar(e2e_median_wall: Option<f64>) -> f64 {
     e2e_median_wall.map_or(LAG_BAR_S, |m| (LAG_SHARE * m).max(LAG_BAR_S))
+}
+
+/// One scrape of the server's metrics during a run.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Wall seconds from the run start.
+    pub t: f64,
+    /// What it said.
+    pub snapshot: Snapshot,
 }
 
 /// What one scheduled request did. Times are wall seconds from the run start.

@@ -7,8 +7,8 @@
 //! `concurrency` requests, at its start; each next one depends on a completion and is sent by
 //! the driver (the sequential warm-up is a closed loop of one).
 
-use inferscale_engine::Rng;
 pub use inferscale_results::plan::{Arrival, Stage};
+use inferscale_rng::Rng;
 
 /// One planned request.
 #[derive(Debug, Clone, Copy, PartialEq)]

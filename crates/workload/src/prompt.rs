@@ -3,9 +3,9 @@
 //! before the run starts, so sending one costs a reference-count increment.
 
 use bytes::Bytes;
-use inferscale_engine::Rng;
 use inferscale_openai::{ChatMessage, ChatRequest, CompletionRequest, StreamOptions};
 pub use inferscale_results::plan::{Api, Length, PromptSource, RequestSpec};
+use inferscale_rng::Rng;
 
 /// The seeds' fixed warm-up prompt.
 pub const SEEDS_WARMUP_PROMPT: &str =
