@@ -330,6 +330,58 @@ pub struct Rule {
     pub extra: Extra,
 }
 
+/// A Prometheus-operator `ServiceMonitor` (monitoring.coreos.com/v1): which Services'
+/// endpoints Prometheus scrapes, how often.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitor {
+    /// `monitoring.coreos.com/v1`.
+    pub api_version: String,
+    /// `ServiceMonitor`.
+    pub kind: String,
+    /// Name, namespace, labels (the operator's monitor selector reads them).
+    pub metadata: ObjectMeta,
+    /// What to scrape.
+    pub spec: ServiceMonitorSpec,
+}
+
+/// `ServiceMonitor.spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorSpec {
+    /// The Services, by label.
+    pub selector: Value,
+    /// In which namespaces (`matchNames`, or `any: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<Value>,
+    /// The ports to scrape.
+    pub endpoints: Vec<Endpoint>,
+    /// Anything else.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One scraped port of a ServiceMonitor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The Service port's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// The HTTP path (default `/metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The scrape interval (`15s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// The scrape timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_timeout: Option<String>,
+    /// Anything else (relabelings, TLS, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 /// Why a file did not load into a type: where (the field's path, the line and column) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{}: {message}", if path.is_empty() { "(document)".to_owned() } else { path.clone() }, line.map_or(String::new(), |(l, c)| format!(" (line {l}, column {c})")))]

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use inferscale_manifests::objects::{
-    LoadError, PrometheusRule, RuleFile, ScaledObject, load, same_data, to_yaml,
+    LoadError, PrometheusRule, RuleFile, ScaledObject, ServiceMonitor, load, same_data, to_yaml,
 };
 
 fn testdata(rel: &str) -> String {
@@ -96,6 +96,19 @@ fn every_generated_object_round_trips() {
     }
     let file: RuleFile = round_trips("prometheus-rules.yaml", text("prometheus-rules.yaml"));
     assert_eq!(file.groups.len(), pr.spec.groups.len());
+    for name in ["servicemonitor.yaml", "dcgm-servicemonitor.yaml"] {
+        let sm: ServiceMonitor = round_trips(name, text(name));
+        assert_eq!(
+            sm.spec.endpoints[0].interval.as_deref(),
+            Some("15s"),
+            "{name}"
+        );
+    }
+    let seeds_sm: ServiceMonitor = round_trips(
+        "seeds: vllm-servicemonitor.yaml",
+        &testdata("aws-eks/vllm-servicemonitor.yaml"),
+    );
+    assert!(!seeds_sm.spec.endpoints.is_empty());
 }
 
 fn refused(text: &str) -> LoadError {
