@@ -89,7 +89,7 @@ pub enum ScheduleError {
 /// The intended send times of every request of `stages`, in order, and each stage's window.
 ///
 /// ```
-/// use inferscale_loadgen::schedule::{plan, Arrival, Stage};
+/// use inferscale_workload::schedule::{plan, Arrival, Stage};
 /// let (reqs, windows) = plan(&[Stage::constant(10.0, 2.0, 1.0), Stage::constant(20.0, 1.0, 0.0)], Arrival::Constant, 0).unwrap();
 /// assert_eq!(reqs.len(), 40);
 /// assert_eq!(reqs[1].at, 0.1);
