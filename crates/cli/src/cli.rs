@@ -249,6 +249,10 @@ pub(crate) struct RunArgs {
     /// The served model (default: the server's first).
     #[arg(long, value_name = "NAME")]
     pub(crate) model: Option<String>,
+    /// First wait up to this long for the server's /health to answer 200 (a server still
+    /// loading its model answers 503); without it, a server that is not ready is an error.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "url")]
+    pub(crate) wait_ready: Option<Duration>,
     /// The output folder.
     #[arg(long, value_name = "DIR", default_value = "inferscale-out")]
     pub(crate) out: std::path::PathBuf,
@@ -359,6 +363,9 @@ Examples:
   inferscale query 'histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[1m])))' \\
       --target 'http://10.0.0.5:8000/metrics#pod=vllm-0' --target 'http://10.0.0.6:8000/metrics#pod=vllm-1' \\
       --label namespace=llm --for 2m --json
+  inferscale query --file out/scaledobject.yaml --file out/prometheusrule.yaml \\
+      --target http://127.0.0.1:8000 --label namespace=llm --for 90s
+  inferscale query --file vllm-dashboard.json --var model_name=my-model --target http://127.0.0.1:8000
 
 Every target is scraped every --every for --for, as Prometheus would scrape it (its Accept
 header, `up`, staleness, labels instance and job=\"inferscale\" plus those given); then each
@@ -366,11 +373,26 @@ expression is evaluated once, at the end, with Prometheus' semantics (5-minute l
 extrapolation). A window of at least two scrape intervals longer than an expression's range
 selectors gives rate() the samples it needs. Labels after `#` in a target apply to it alone.
 
---json prints one object per expression, in order, as Prometheus' /api/v1/query answers.")]
+--file takes every query of a ScaledObject, PrometheusRule, rule file or Grafana dashboard (YAML
+or JSON): try a ScaledObject before deploying it. Grafana's $__rate_interval, $__interval and
+$__range are 1m unless --var sets them; other dashboard variables need --var.
+
+--json prints one object per expression, in order, as Prometheus' /api/v1/query answers, with
+the expression added as \"query\".")]
 pub(crate) struct QueryArgs {
     /// PromQL expressions (each is checked before anything is scraped).
-    #[arg(required = true, value_name = "EXPR")]
+    #[arg(value_name = "EXPR", required_unless_present = "files")]
     pub(crate) exprs: Vec<String>,
+
+    /// Also every query in this file (repeatable): a ScaledObject, PrometheusRule, rule file
+    /// or Grafana dashboard.
+    #[arg(long = "file", value_name = "PATH")]
+    pub(crate) files: Vec<std::path::PathBuf>,
+
+    /// A dashboard variable `name=value` for the queries of --file (repeatable), e.g.
+    /// model_name=my-model or __rate_interval=2m.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub(crate) vars: Vec<String>,
 
     /// A /metrics URL to scrape (repeatable); `URL#k=v,k=v` adds labels to that target.
     #[arg(long = "target", required = true, value_name = "URL")]
@@ -643,6 +665,10 @@ pub(crate) struct LoadArgs {
     /// The served model (default: the server's first, from /v1/models).
     #[arg(long, value_name = "NAME")]
     pub(crate) model: Option<String>,
+    /// First wait up to this long for the server's /health to answer 200 (a server still
+    /// loading its model answers 503); without it, a server that is not ready is an error.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) wait_ready: Option<Duration>,
     /// Everything below declared in one YAML or TOML file (flags given here win).
     #[arg(long, value_name = "FILE")]
     pub(crate) plan: Option<std::path::PathBuf>,

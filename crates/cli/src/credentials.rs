@@ -1,10 +1,11 @@
 //! Credentials from the environment and files into the client's [`Auth`]. Secrets are never
 //! taken from argv; files are read with a size cap.
 
-use std::io::Read as _;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
+
+use crate::input::read_small_bytes;
 use inferscale_loadgen::Auth;
 use inferscale_loadgen::tls::{TlsConfig, TlsOptions};
 
@@ -22,8 +23,7 @@ const MAX_CA_FILE: u64 = 4 << 20;
 /// Reads a small text file (a key, a token, headers), refusing large files and what is not
 /// a regular file.
 pub(crate) fn read_small(path: &Path, what: &str) -> Result<String> {
-    String::from_utf8(read_small_bytes(path, what, MAX_SECRET_FILE)?)
-        .map_err(|_| anyhow::anyhow!("the {what} {} is not UTF-8 text", path.display()))
+    crate::input::read_text(path, what, MAX_SECRET_FILE)
 }
 
 /// The TLS configuration for https targets from `--ca-file` and `--insecure` (`None`: the
@@ -47,28 +47,6 @@ pub(crate) fn tls(a: &TlsArgs) -> Result<Option<TlsConfig>> {
         ca_pem,
         insecure,
     })?))
-}
-
-/// Reads a small file as bytes, refusing what is larger than `max` (a wrong path, a device)
-/// or not a regular file.
-fn read_small_bytes(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
-    let f = std::fs::File::open(path)
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        bail!("the {what} {} is not a regular file", path.display());
-    }
-    let mut bytes = Vec::new();
-    f.take(max + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-    if bytes.len() as u64 > max {
-        bail!(
-            "the {what} {} is larger than {} KiB: is it the right file?",
-            path.display(),
-            max >> 10
-        );
-    }
-    Ok(bytes)
 }
 
 /// The client's credentials: `--api-key-file`, else `OPENAI_API_KEY`; plus `--header-file`.

@@ -7,6 +7,7 @@ mod cli;
 mod cmd;
 mod credentials;
 mod exit;
+mod input;
 mod job;
 mod output;
 mod shutdown;

@@ -5,16 +5,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{inferscale, stderr};
-use inferscale_testkit::{Reap, program};
+use common::{inferscale, sim, stderr};
+use inferscale_testkit::{http_get, program, urlencode};
 
 fn tmp(name: &str) -> PathBuf {
     common::tmp("gen", name)
@@ -22,14 +21,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/runs/thresholds-default.json")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn generate(out: &Path, extra: &[&str]) -> Output {
@@ -152,34 +143,9 @@ fn bad_thresholds_and_names_are_named() {
     );
 }
 
-/// GET over HTTP/1.0 (no chunking), returning the body.
-fn get(port: u16, path: &str) -> String {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).unwrap();
-    buf.split_once("\r\n\r\n")
-        .map(|x| x.1.to_owned())
-        .unwrap_or_default()
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// Runs an instant query: its status and the sample values.
-fn query(port: u16, q: &str) -> (String, Vec<String>) {
-    let body = get(port, &format!("/api/v1/query?query={}", urlencode(q)));
+fn query(prom: SocketAddr, q: &str) -> (String, Vec<String>) {
+    let (_, body) = http_get(prom, &format!("/api/v1/query?query={}", urlencode(q))).unwrap();
     let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
     let values = v["data"]["result"]
         .as_array()
@@ -206,19 +172,6 @@ fn finite(values: &[String]) -> bool {
             .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
 }
 
-fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Object(m) => {
-            if let Some(e) = m.get("expr").and_then(|e| e.as_str()) {
-                out.push(e.to_owned());
-            }
-            m.values().for_each(|x| exprs(x, out));
-        }
-        serde_json::Value::Array(a) => a.iter().for_each(|x| exprs(x, out)),
-        _ => {}
-    }
-}
-
 /// The expression without its final comparison (`… > 27`, `… == 0`): what it measures.
 fn measured(expr: &str) -> String {
     let t = expr.trim_end();
@@ -234,7 +187,6 @@ fn measured(expr: &str) -> String {
 
 #[test]
 fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
-    let prometheus = program("prometheus");
     let model = "m";
     let out = tmp("live");
     let o = generate(
@@ -252,79 +204,36 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
 
     // The simulator (the seeds' deployment at 10x, 2 % HTTP 500s so the error panels have a
     // numerator) with its DCGM endpoint.
-    let (api, dcgm) = (free_port(), free_port());
-    let mut sim = inferscale()
-        .args([
-            "sim",
-            "--speedup",
-            "10",
-            "--served-model-name",
-            model,
-            "--fault-500-rate",
-            "0.02",
-        ])
-        .arg(format!("--listen=127.0.0.1:{api}"))
-        .arg(format!("--dcgm-listen=127.0.0.1:{dcgm}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(sim.stdout.take().unwrap());
-    let _sim = Reap(sim);
-    for line in lines.lines() {
-        if line.unwrap().contains("stop with Ctrl-C") {
-            break;
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut b = String::new();
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", api)) {
-            let _ = write!(s, "GET /health HTTP/1.0\r\n\r\n");
-            let _ = s.read_to_string(&mut b);
-        }
-        if b.split(' ').nth(1) == Some("200") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the simulator did not become healthy: {b}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let sim = sim(&[
+        "--speedup",
+        "10",
+        "--served-model-name",
+        model,
+        "--fault-500-rate",
+        "0.02",
+        "--dcgm-listen",
+        "127.0.0.1:0",
+    ]);
+    sim.wait_healthy();
+    let api = sim.url.trim_start_matches("http://");
+    let dcgm = sim.dcgm.as_deref().unwrap();
+    let dcgm = dcgm
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
 
     // Prometheus, with the labels the Prometheus operator would add (namespace, pod; the job
     // is the Service's name).
     let dir = tmp("prom");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['127.0.0.1:{api}']\n        labels: {{namespace: llm, pod: vllm-0}}\n  - job_name: dcgm-exporter\n    static_configs:\n      - targets: ['127.0.0.1:{dcgm}']\n"
+    let (_prom, port) = inferscale_testkit::prometheus(
+        &dir,
+        &format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{api}']\n        labels: {{namespace: llm, pod: vllm-0}}\n  - job_name: dcgm-exporter\n    static_configs:\n      - targets: ['{dcgm}']\n"
         ),
-    )
-    .unwrap();
-    let port = free_port();
-    let _prom = Reap(
-        Command::new(prometheus)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        &[&format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        )],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline && !get(port, "/-/ready").contains("Ready") {
-        std::thread::sleep(Duration::from_millis(100));
-    }
     // Until both targets have been scraped a few times.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -363,7 +272,7 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
         .args([
             "load",
             "--url",
-            &format!("http://127.0.0.1:{api}"),
+            &sim.url,
             "--rates",
             "8",
             "--step",
@@ -388,31 +297,28 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
             empty.push(format!("scaledobject: {q}"));
         }
     }
+    let vars: Vec<(String, String)> =
+        [("model", model), ("__rate_interval", "15s"), ("node", ".*")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
     let mut dash = Vec::new();
     for f in ["1-service-slis.json", "2-engine.json", "3-gpu-dcgm.json"] {
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("grafana").join(f)).unwrap())
-                .unwrap();
-        exprs(&v, &mut dash);
+        let text = std::fs::read_to_string(out.join("grafana").join(f)).unwrap();
+        dash.extend(inferscale_manifests::queries_in_text(&text).unwrap());
     }
     assert!(dash.len() >= 25, "{} dashboard queries", dash.len());
     for e in &dash {
-        let q = e
-            .replace("$model", model)
-            .replace("$__rate_interval", "15s")
-            .replace("$node", ".*");
+        let q = inferscale_manifests::with_variables(e, &vars);
         let (status, values) = query(port, &q);
         assert_eq!(status, "success", "{q}");
         if !finite(&values) {
             empty.push(format!("dashboard: {q}"));
         }
     }
-    let rules: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
+    let alerts = inferscale_manifests::queries_in_text(
         &std::fs::read_to_string(out.join("prometheus-rules.yaml")).unwrap(),
     )
     .unwrap();
-    let mut alerts = Vec::new();
-    exprs(&rules, &mut alerts);
     assert_eq!(alerts.len(), 9);
     for e in &alerts {
         let (status, _) = query(port, e);

@@ -30,3 +30,16 @@ pub mod transport;
 pub use auth::{Auth, AuthError};
 pub use run::{LoadConfig, LoadError, LoadOutput, Progress, Tick, run, warmup};
 pub use target::{Target, UrlError};
+
+/// An error and every cause under it, joined (`URL: connecting: Connection refused`): the one
+/// line a list of failures shows.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
+}

@@ -133,6 +133,8 @@ pub struct Plan {
     pub thresholds: Option<Vec<String>>,
     /// How long running requests may finish after the last step.
     pub grace: Option<DurationValue>,
+    /// First wait up to this long for the server's `/health` to answer 200.
+    pub wait_ready: Option<DurationValue>,
 }
 
 /// Why a plan cannot run. Each names the field (as the plan file spells it).
@@ -255,6 +257,8 @@ pub struct ResolvedPlan {
     pub warmup: u32,
     /// Pass/fail criteria.
     pub thresholds: Vec<Threshold>,
+    /// How long to wait for the server's `/health` first (`None`: not at all).
+    pub wait_ready: Option<Duration>,
 }
 
 impl Plan {
@@ -309,6 +313,7 @@ impl Plan {
                 (a, b) => a.or(b),
             },
             grace: self.grace.or(base.grace),
+            wait_ready: self.wait_ready.or(base.wait_ready),
         }
     }
 
@@ -484,6 +489,11 @@ impl Plan {
             .grace
             .as_ref()
             .map_or(Ok(DEFAULT_GRACE), |g| g.get("grace"))?;
+        let wait_ready = self
+            .wait_ready
+            .as_ref()
+            .map(|w| w.get("wait_ready"))
+            .transpose()?;
         let config = LoadConfig {
             client: ClientConfig {
                 target: url.clone(),
@@ -518,6 +528,7 @@ impl Plan {
             dataset: self.dataset,
             warmup: self.warmup.unwrap_or(0),
             thresholds,
+            wait_ready,
         })
     }
 }

@@ -37,17 +37,6 @@ pub enum SampleError {
     },
 }
 
-/// The causes under an error, joined (`a: b`), for the list of scrape errors.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = Vec::new();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        out.push(c.to_string());
-        cur = c.source();
-    }
-    out.join(": ")
-}
-
 impl Sampler {
     /// A sampler of `target`, with `access`'s credentials and TLS.
     pub fn new(target: Target, access: Get) -> Self {
@@ -90,7 +79,7 @@ impl Sampler {
         if let Ok(mut errs) = self.errors.lock()
             && errs.len() < 100
         {
-            errs.push(format!("{e}: {}", chain(&e)));
+            errs.push(crate::with_causes(&e));
         }
         e
     }

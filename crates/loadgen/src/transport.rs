@@ -574,15 +574,17 @@ pub struct NotReady {
     pub last: Option<String>,
 }
 
-/// Polls `target` (a `/health` URL) every 50 ms until it answers 200, for at most `within`,
-/// with `access`'s credentials and TLS. A model that is still loading answers 503; that is
-/// waited through.
+/// Polls `target` (a `/health` URL) until it answers 200, for at most `within`, with
+/// `access`'s credentials and TLS: every 50 ms at first, backing off to once a second (a
+/// model that loads for minutes is not polled 20 times a second). A model that is still
+/// loading answers 503; that is waited through.
 pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Result<(), NotReady> {
     let deadline = tokio::time::Instant::now() + within;
     let mut how = access.clone();
     how.accept = "*/*".into();
     how.timeout = Duration::from_secs(2).min(within.max(Duration::from_millis(100)));
     how.max_body = 1 << 16;
+    let mut pause = Duration::from_millis(50);
     loop {
         let last = match get(target, &how).await {
             Ok(f) if f.status == 200 => return Ok(()),
@@ -596,7 +598,8 @@ pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Resu
                 last: Some(last),
             });
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
 

@@ -53,6 +53,32 @@ pub struct Options {
     pub runbook_url: Option<String>,
 }
 
+impl Options {
+    /// The seeds' deployment (Ministral 3 8B, one replica at least, five at most, a 5 s p95
+    /// SLO) in namespace `llm`, with kube-prometheus-stack's names: what the examples, the
+    /// snapshot tests and the PromQL agreement tests generate for.
+    pub fn example() -> Options {
+        Options {
+            namespace: "llm".into(),
+            deployment: "vllm".into(),
+            container: "vllm".into(),
+            container_index: 0,
+            service: "vllm".into(),
+            service_port: ("http".into(), 8000),
+            model_name: "mistralai/Ministral-3-8B-Instruct-2512".into(),
+            prometheus_url: "http://kube-prometheus-stack-prometheus.monitoring.svc:9090".into(),
+            prometheus_release: "kube-prometheus-stack".into(),
+            min_replicas: 1,
+            max_replicas: 5,
+            slo_p95_e2e_s: 5.0,
+            cold_start_s: 300,
+            max_model_len: 0,
+            inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
+            runbook_url: None,
+        }
+    }
+}
+
 /// One generated file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
@@ -218,9 +244,112 @@ pub fn queries_in(v: &serde_json::Value) -> Vec<String> {
 
 /// A query with Grafana's interval variables replaced by a duration, as Grafana sends it.
 pub fn with_grafana_intervals(q: &str, interval: &str) -> String {
-    q.replace("$__rate_interval", interval)
-        .replace("$__interval", interval)
-        .replace("$__range", interval)
+    let vars: Vec<(String, String)> = GRAFANA_INTERVALS
+        .iter()
+        .map(|v| ((*v).to_owned(), interval.to_owned()))
+        .collect();
+    with_variables(q, &vars)
+}
+
+/// Grafana's built-in interval variables.
+pub const GRAFANA_INTERVALS: [&str; 3] = ["__rate_interval", "__interval", "__range"];
+
+/// A query with dashboard variables replaced, as Grafana writes them: `$name`, `${name}`,
+/// `${name:format}` and `[[name]]`. A variable not in `vars` is left as it was.
+///
+/// ```
+/// use inferscale_manifests::with_variables;
+/// let vars = [("model".to_owned(), "m".to_owned())];
+/// assert_eq!(
+///     with_variables("x{model=\"$model\", y=\"$model_name\"} + ${model}", &vars),
+///     "x{model=\"m\", y=\"$model_name\"} + m"
+/// );
+/// ```
+pub fn with_variables(q: &str, vars: &[(String, String)]) -> String {
+    let value = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let ident = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut out = String::with_capacity(q.len());
+    let mut rest = q;
+    while let Some(i) = rest.find(['$', '[']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        // (the variable's name, how much of `tail` its reference spans)
+        let found = if let Some(braced) = tail.strip_prefix("${") {
+            braced.find('}').map(|end| {
+                let name = braced[..end].split(':').next().unwrap_or("");
+                (name, end + 3)
+            })
+        } else if let Some(bracketed) = tail.strip_prefix("[[") {
+            bracketed.find("]]").map(|end| (&bracketed[..end], end + 4))
+        } else if let Some(bare) = tail.strip_prefix('$') {
+            let n = ident(bare);
+            Some((&bare[..n], n + 1))
+        } else {
+            None
+        };
+        match found.and_then(|(name, len)| Some((value(name)?, len))) {
+            Some((v, len)) => {
+                out.push_str(v);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push_str(&tail[..1]);
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every PromQL query in a file's text, in order and without repeats: a Grafana dashboard
+/// (JSON) or YAML documents separated by `---` (ScaledObjects, PrometheusRules, rule files,
+/// whatever else carries `expr` or `query`; see [`queries_in`]).
+pub fn queries_in_text(text: &str) -> Result<Vec<String>, serde_saphyr::Error> {
+    let docs: Vec<serde_json::Value> = match serde_json::from_str(text) {
+        Ok(v) => vec![v],
+        Err(_) => yaml_documents(text)
+            .into_iter()
+            .map(yaml::from_str)
+            .collect::<Result<_, _>>()?,
+    };
+    let mut out: Vec<String> = Vec::new();
+    for q in docs.iter().flat_map(queries_in) {
+        if !out.contains(&q) {
+            out.push(q);
+        }
+    }
+    Ok(out)
+}
+
+/// The documents of a YAML stream that hold something (not only comments and blank lines).
+fn yaml_documents(text: &str) -> Vec<&str> {
+    let mut docs = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let l = line.trim_end();
+        if l == "---" || l.starts_with("--- ") || l == "..." {
+            docs.push(&text[start..at]);
+            start = at + line.len();
+        }
+        at += line.len();
+    }
+    docs.push(&text[start..]);
+    docs.retain(|d| {
+        d.lines().any(|l| {
+            let l = l.trim();
+            !l.is_empty() && !l.starts_with('#')
+        })
+    });
+    docs
 }
 
 /// Every query of a generated file parses as PromQL.

@@ -1,4 +1,5 @@
-//! KEDA, HPA and Prometheus-operator objects as types that read and write.
+//! KEDA, HPA, Prometheus-operator and Kubernetes workload objects as types that read and
+//! write.
 //!
 //! A user's ScaledObject or PrometheusRule is loaded into these types (refused, when it does
 //! not fit, with the field's path and the line and column), checked ([`crate::validate`]
@@ -11,6 +12,14 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod pod;
+
+pub use pod::{
+    Container, Deployment, DeploymentPatch, DeploymentPatchSpec, DeploymentSpec, Job, JobSpec,
+    JsonPatch, PatchOp, PatchOpKind, PodSpec, PodTemplateSpec, Probe, Quantity, Resources,
+    TemplateMeta, Volume, VolumeMount, appended_args,
+};
 
 /// Fields a type does not name, kept as they were.
 pub type Extra = BTreeMap<String, Value>;

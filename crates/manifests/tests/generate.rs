@@ -25,24 +25,7 @@ fn thresholds() -> Thresholds {
 }
 
 fn options() -> Options {
-    Options {
-        namespace: "llm".into(),
-        deployment: "vllm".into(),
-        container: "vllm".into(),
-        container_index: 0,
-        service: "vllm".into(),
-        service_port: ("http".into(), 8000),
-        model_name: "mistralai/Ministral-3-8B-Instruct-2512".into(),
-        prometheus_url: "http://kube-prometheus-stack-prometheus.monitoring.svc:9090".into(),
-        prometheus_release: "kube-prometheus-stack".into(),
-        min_replicas: 1,
-        max_replicas: 5,
-        slo_p95_e2e_s: 5.0,
-        cold_start_s: 300,
-        max_model_len: 0,
-        inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
-        runbook_url: None,
-    }
+    Options::example()
 }
 
 fn joined(findings: &[inferscale_manifests::validate::Finding]) -> String {

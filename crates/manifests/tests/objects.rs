@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use inferscale_manifests::objects::{
-    LoadError, PrometheusRule, RuleFile, ScaledObject, ServiceMonitor, load, same_data, to_yaml,
+    Deployment, DeploymentPatch, Job, JsonPatch, LoadError, PatchOpKind, PrometheusRule, RuleFile,
+    ScaledObject, ServiceMonitor, appended_args, load, same_data, to_yaml,
 };
 
 fn testdata(rel: &str) -> String {
@@ -22,24 +23,7 @@ fn testdata(rel: &str) -> String {
 fn generated() -> Vec<inferscale_manifests::File> {
     let t: inferscale_analysis::Thresholds =
         serde_json::from_str(&testdata("runs/thresholds-default.json")).unwrap();
-    let o = inferscale_manifests::Options {
-        namespace: "llm".into(),
-        deployment: "vllm".into(),
-        container: "vllm".into(),
-        container_index: 0,
-        service: "vllm".into(),
-        service_port: ("http".into(), 8000),
-        model_name: "mistralai/Ministral-3-8B-Instruct-2512".into(),
-        prometheus_url: "http://kube-prometheus-stack-prometheus.monitoring.svc:9090".into(),
-        prometheus_release: "kube-prometheus-stack".into(),
-        min_replicas: 1,
-        max_replicas: 5,
-        slo_p95_e2e_s: 5.0,
-        cold_start_s: 300,
-        max_model_len: 0,
-        inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
-        runbook_url: None,
-    };
+    let o = inferscale_manifests::Options::example();
     inferscale_manifests::generate(&t, &o).unwrap()
 }
 
@@ -109,6 +93,70 @@ fn every_generated_object_round_trips() {
         &testdata("aws-eks/vllm-servicemonitor.yaml"),
     );
     assert!(!seeds_sm.spec.endpoints.is_empty());
+}
+
+#[test]
+fn the_generated_deployment_patches_and_warm_up_job_round_trip() {
+    let files = generated();
+    let text = |p: &str| &files.iter().find(|f| f.path == p).unwrap().contents;
+    let patch: DeploymentPatch = round_trips(
+        "vllm-deployment-patch.yaml",
+        text("vllm-deployment-patch.yaml"),
+    );
+    let pod = patch.spec.template.spec.unwrap();
+    let sidecar = &pod.init_containers[0];
+    assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(sidecar.flag("--requests"), Some("100"));
+    assert_eq!(pod.containers[0].name, "vllm");
+    assert!(pod.containers[0].readiness_probe.is_some());
+    assert!(pod.termination_grace_period_seconds.unwrap() > 0);
+
+    let args: JsonPatch = round_trips("vllm-args-patch.yaml", text("vllm-args-patch.yaml"));
+    assert!(args.iter().all(|o| o.op == PatchOpKind::Add));
+    let appended = appended_args(&args, 0);
+    assert!(
+        appended.iter().any(|a| a.starts_with("--max-model-len=")),
+        "{appended:?}"
+    );
+
+    let job: Job = round_trips("warmup-job.yaml", text("warmup-job.yaml"));
+    assert_eq!(
+        (job.api_version.as_str(), job.kind.as_str()),
+        ("batch/v1", "Job")
+    );
+    let pod = job.spec.template.spec.unwrap();
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    let c = &pod.containers[0];
+    assert_eq!(c.args.as_deref().unwrap()[0], "warmup");
+    assert_eq!(c.flag("--url"), Some("http://vllm.llm.svc:8000"));
+}
+
+#[test]
+fn the_seeds_deployment_and_warm_up_job_round_trip() {
+    let seeds = testdata("aws-eks/vllm-deployment-service.yaml");
+    let first = seeds.split("\n---\n").next().unwrap();
+    let d: Deployment = round_trips("seeds: vllm-deployment-service.yaml", first);
+    let c = &d.spec.template.spec.unwrap().containers[0];
+    assert_eq!(c.flag("--max-num-seqs"), Some("128"));
+    assert_eq!(c.flag("--gpu-memory-utilization"), Some("0.9"));
+    let job: Job = round_trips(
+        "seeds: k6-warmup-job.yaml",
+        &testdata("aws-eks/k6-warmup-job.yaml"),
+    );
+    assert_eq!(job.spec.backoff_limit, Some(0));
+    let c = &job.spec.template.spec.unwrap().containers[0];
+    assert_eq!(c.flag("--iterations"), Some("100"));
+}
+
+#[test]
+fn a_malformed_job_is_refused_with_the_path_and_the_line() {
+    let seeds = testdata("aws-eks/k6-warmup-job.yaml");
+    let e = load::<Job>(&seeds.replace("backoffLimit: 0", "backoffLimit: none")).unwrap_err();
+    assert_eq!(e.path, "spec.backoffLimit", "{e}");
+    assert_eq!(e.line.map(|l| l.0), Some(7), "{e}");
+    let e = load::<Job>(&seeds.replace("        - name: k6\n", "        - nam: k6\n")).unwrap_err();
+    assert_eq!(e.path, "spec.template.spec.containers[0]", "{e}");
+    assert!(e.message.contains("missing field `name`"), "{e}");
 }
 
 fn refused(text: &str) -> LoadError {

@@ -186,69 +186,51 @@ fn record(base_ms: i64, out: &Path) -> usize {
     samples
 }
 
-fn yaml_docs(text: &str) -> Vec<serde_json::Value> {
-    text.split("\n---")
-        .filter(|d| {
-            d.lines()
-                .any(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        })
-        .map(|d| inferscale_manifests::yaml::from_str(d).unwrap())
-        .collect()
-}
-
 /// Grafana's variables, as a dashboard showing our model would set them.
 fn substitute(q: &str) -> String {
-    inferscale_manifests::with_grafana_intervals(q, "1m")
-        .replace("$model_name", MODEL)
-        .replace("$model", MODEL)
-        .replace("$node", ".*")
+    let vars: Vec<(String, String)> = [
+        ("__rate_interval", "1m"),
+        ("__interval", "1m"),
+        ("__range", "1m"),
+        ("model_name", MODEL),
+        ("model", MODEL),
+        ("node", ".*"),
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .into();
+    inferscale_manifests::with_variables(q, &vars)
 }
 
 /// `(where, query)` for every query the test covers.
 fn queries() -> Vec<(String, String)> {
-    let mut out = Vec::new();
     let thresholds: inferscale_analysis::Thresholds = serde_json::from_str(
         &std::fs::read_to_string(testdata("runs/thresholds-default.json")).unwrap(),
     )
     .unwrap();
-    let options = inferscale_manifests::Options {
-        namespace: "llm".into(),
-        deployment: "vllm".into(),
-        container: "vllm".into(),
-        container_index: 0,
-        service: "vllm".into(),
-        service_port: ("http".into(), 8000),
-        model_name: MODEL.into(),
-        prometheus_url: "http://prometheus.monitoring.svc:9090".into(),
-        prometheus_release: "kube-prometheus-stack".into(),
-        min_replicas: 1,
-        max_replicas: 5,
-        slo_p95_e2e_s: 5.0,
-        cold_start_s: 300,
-        max_model_len: 0,
-        inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
-        runbook_url: None,
-    };
-    let mut sources: Vec<(String, Vec<serde_json::Value>)> = Vec::new();
-    for f in inferscale_manifests::generate(&thresholds, &options).unwrap() {
-        if f.path.ends_with(".json") {
-            sources.push((
-                f.path.clone(),
-                vec![serde_json::from_str(&f.contents).unwrap()],
-            ));
-        } else if f.path.ends_with(".yaml") && !f.path.ends_with(".test.yaml") {
-            sources.push((f.path.clone(), yaml_docs(&f.contents)));
-        }
+    let options = inferscale_manifests::Options::example();
+    assert_eq!(options.model_name, MODEL);
+    let mut sources: Vec<(String, String)> = inferscale_manifests::generate(&thresholds, &options)
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.path.ends_with(".json") || f.path.ends_with(".yaml"))
+        .filter(|f| !f.path.ends_with(".test.yaml"))
+        .map(|f| (f.path, f.contents))
+        .collect();
+    for (name, path) in [
+        (
+            "seeds: keda-scaledobject.yaml",
+            "aws-eks/keda-scaledobject.yaml",
+        ),
+        ("vLLM: grafana.json", "vllm/grafana.json"),
+    ] {
+        sources.push((
+            name.into(),
+            std::fs::read_to_string(testdata(path)).unwrap(),
+        ));
     }
-    let seeds = std::fs::read_to_string(testdata("aws-eks/keda-scaledobject.yaml")).unwrap();
-    sources.push(("seeds: keda-scaledobject.yaml".into(), yaml_docs(&seeds)));
-    let dashboard = std::fs::read_to_string(testdata("vllm/grafana.json")).unwrap();
-    sources.push((
-        "vLLM: grafana.json".into(),
-        vec![serde_json::from_str(&dashboard).unwrap()],
-    ));
-    for (name, docs) in sources {
-        for q in docs.iter().flat_map(inferscale_manifests::queries_in) {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (name, text) in sources {
+        for q in inferscale_manifests::queries_in_text(&text).unwrap() {
             let q = substitute(&q);
             if !out.iter().any(|(_, x)| *x == q) {
                 out.push((name.clone(), q));

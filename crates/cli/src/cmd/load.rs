@@ -60,6 +60,7 @@ fn flags(a: &LoadArgs) -> Plan {
         warmup: a.warmup,
         thresholds: (!a.thresholds.is_empty()).then(|| a.thresholds.clone()),
         grace: a.grace.map(Into::into),
+        wait_ready: a.wait_ready.map(Into::into),
     }
 }
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use inferscale_loadgen::Target;
 use inferscale_loadgen::scrape::Scraper;
 use inferscale_loadgen::transport::Get;
@@ -43,12 +43,65 @@ fn label(pair: &str, context: &str) -> Result<(String, String)> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
-fn resolve(args: &QueryArgs) -> Result<(Vec<Query>, Vec<Scrapee>)> {
-    let queries = args
-        .exprs
+/// A manifest or dashboard is a few megabytes at most.
+const MAX_QUERY_FILE: u64 = 16 << 20;
+
+/// The expressions given, then those of every `--file`, without repeats; each parsed.
+fn queries(args: &QueryArgs) -> Result<Vec<Query>> {
+    let mut vars: Vec<(String, String)> = inferscale_manifests::GRAFANA_INTERVALS
         .iter()
-        .map(|e| Query::parse(e).map_err(anyhow::Error::from))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|v| ((*v).to_owned(), "1m".to_owned()))
+        .collect();
+    for pair in &args.vars {
+        let Some((k, v)) = pair.split_once('=') else {
+            bail!("--var: {pair:?} is not a variable (expected name=value)");
+        };
+        vars.retain(|(name, _)| name != k);
+        vars.push((k.to_owned(), v.to_owned()));
+    }
+    let mut out: Vec<Query> = Vec::new();
+    let mut push = |q: Query| {
+        if !out.iter().any(|x| x.text() == q.text()) {
+            out.push(q);
+        }
+    };
+    for e in &args.exprs {
+        push(Query::parse(e)?);
+    }
+    for path in &args.files {
+        let text = crate::input::read_text(path, "query file", MAX_QUERY_FILE)?;
+        let found = inferscale_manifests::queries_in_text(&text)
+            .with_context(|| format!("{} is not JSON or YAML", path.display()))?;
+        if found.is_empty() {
+            bail!(
+                "{} holds no PromQL (expected a ScaledObject, PrometheusRule, rule file or \
+                 Grafana dashboard, whose queries are under `expr` or `query`)",
+                path.display()
+            );
+        }
+        for (i, q) in found.iter().enumerate() {
+            let text = inferscale_manifests::with_variables(q, &vars);
+            let parsed = Query::parse(&text).with_context(|| {
+                let hint = if text.contains('$') {
+                    " (a dashboard variable? give it with --var name=value)"
+                } else {
+                    ""
+                };
+                format!(
+                    "{}: query {} of {}{hint}: {text}",
+                    path.display(),
+                    i + 1,
+                    found.len()
+                )
+            })?;
+            push(parsed);
+        }
+    }
+    Ok(out)
+}
+
+fn resolve(args: &QueryArgs) -> Result<(Vec<Query>, Vec<Scrapee>)> {
+    let queries = queries(args)?;
     if args.every.is_zero() {
         bail!("--every must be longer than zero");
     }
@@ -123,7 +176,7 @@ async fn record(
             .collect();
         for (i, h) in handles.into_iter().enumerate() {
             let r = match h.await {
-                Ok(r) => r.map_err(|e| format!("{e}: {}", chain(&e))),
+                Ok(r) => r.map_err(|e| inferscale_loadgen::with_causes(&e)),
                 Err(e) => Err(format!("the scrape task failed: {e}")),
             };
             let parsed = r.and_then(|s| {
@@ -158,17 +211,6 @@ async fn record(
         }
     }
     (store, errors, ok)
-}
-
-/// The causes under an error, joined.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = Vec::new();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        out.push(c.to_string());
-        cur = c.source();
-    }
-    out.join(": ")
 }
 
 fn table(out: &mut String, q: &Query, r: &Result<Value, EvalError>) {
@@ -231,7 +273,17 @@ pub(crate) fn run(args: &QueryArgs) -> Result<ExitCode> {
     let ev = Evaluator::new(&store);
     let results: Vec<Result<Value, EvalError>> = queries.iter().map(|q| ev.eval(q, t)).collect();
     if args.json {
-        let arr: Vec<serde_json::Value> = results.iter().map(|r| api_json(r, t)).collect();
+        let arr: Vec<serde_json::Value> = queries
+            .iter()
+            .zip(&results)
+            .map(|(q, r)| {
+                let mut v = api_json(r, t);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("query".into(), q.text().into());
+                }
+                v
+            })
+            .collect();
         emit(&format!("{}\n", serde_json::to_string_pretty(&arr)?))?;
     } else {
         let mut out = String::new();

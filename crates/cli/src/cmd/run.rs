@@ -131,6 +131,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
             max_tokens: a.max_tokens.clone().map(LengthValue::Text),
             speedup: Some(speedup),
             warmup: Some(a.warmup),
+            wait_ready: a.wait_ready.map(Into::into),
             ..Plan::default()
         };
         let run_json = a.out.join("run.json");

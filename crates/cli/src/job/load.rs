@@ -186,6 +186,17 @@ pub(crate) async fn execute(
         crate::output::check_writable(p)?;
     }
     let access = Get::like(&r.plan.config.client);
+    if let Some(limit) = r.plan.wait_ready {
+        let health = r.plan.url.with_path("/health");
+        if !quiet {
+            eprintln!(
+                "waiting up to {} for {} to answer 200",
+                crate::units::format_duration(limit),
+                health.url
+            );
+        }
+        inferscale_loadgen::transport::wait_ready(&health, &access, limit).await?;
+    }
     let model = resolve_model(&r.plan.url, &access, r.plan.model.clone())
         .await
         .map_err(hint_auth)?;

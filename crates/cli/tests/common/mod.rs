@@ -43,6 +43,8 @@ pub(crate) struct Sim {
     pub(crate) child: Reap,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
+    /// The DCGM exporter's `/metrics` URL, with `--dcgm-listen`.
+    pub(crate) dcgm: Option<String>,
 }
 
 /// Starts `inferscale sim ARGS` with `envs` and waits until it serves.
@@ -58,12 +60,17 @@ pub(crate) fn sim_with_env(args: &[&str], envs: &[(&str, &str)]) -> Sim {
     let mut child = cmd.spawn().unwrap();
     let out = child.stdout.take().unwrap();
     let mut url = None;
+    let mut dcgm = None;
     for line in BufReader::new(out).lines() {
         let line = line.unwrap();
         if url.is_none()
             && let Some(rest) = line.trim().strip_prefix("serving ")
         {
             url = rest.split_whitespace().next().map(str::to_owned);
+            dcgm = rest
+                .split_once("DCGM ")
+                .and_then(|(_, d)| d.split_whitespace().next())
+                .map(str::to_owned);
         }
         if line.contains("stop with Ctrl-C") {
             break;
@@ -72,6 +79,7 @@ pub(crate) fn sim_with_env(args: &[&str], envs: &[(&str, &str)]) -> Sim {
     Sim {
         child: Reap(child),
         url: url.expect("the simulator says where it serves"),
+        dcgm,
     }
 }
 
