@@ -91,6 +91,21 @@ pub(crate) struct TlsArgs {
     pub(crate) insecure: bool,
 }
 
+/// How a metrics endpoint is read (shared by `scrape` and `query`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ScrapeAccessArgs {
+    /// Refuse bodies larger than this.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub(crate) max_body: usize,
+    /// A file holding a bearer token sent with every scrape (as Prometheus' scrape config
+    /// takes `bearer_token_file`); never on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) bearer_token_file: Option<std::path::PathBuf>,
+    /// How an https server's certificate is checked.
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
+}
+
 /// The names a cluster has (shared by `generate` and `run`).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ClusterArgs {
@@ -341,18 +356,9 @@ pub(crate) struct ScrapeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub(crate) timeout: Duration,
 
-    /// Refuse bodies larger than this.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
-    pub(crate) max_body: usize,
-
-    /// A file holding a bearer token sent with every scrape (as Prometheus' scrape config
-    /// takes `bearer_token_file`); never on the command line.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) bearer_token_file: Option<std::path::PathBuf>,
-
-    /// How an https server's certificate is checked.
+    /// Body cap, token, TLS.
     #[command(flatten)]
-    pub(crate) tls: TlsArgs,
+    pub(crate) access: ScrapeAccessArgs,
 }
 
 /// `inferscale query`.
@@ -418,17 +424,9 @@ pub(crate) struct QueryArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub(crate) timeout: Duration,
 
-    /// Refuse bodies larger than this.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
-    pub(crate) max_body: usize,
-
-    /// A file holding a bearer token sent with every scrape; never on the command line.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) bearer_token_file: Option<std::path::PathBuf>,
-
-    /// How an https server's certificate is checked.
+    /// Body cap, token, TLS.
     #[command(flatten)]
-    pub(crate) tls: TlsArgs,
+    pub(crate) access: ScrapeAccessArgs,
 }
 
 /// `inferscale sim`.

@@ -2,14 +2,15 @@
 //! taken from argv; files are read with a size cap.
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Result;
-
-use crate::input::read_small_bytes;
 use inferscale_loadgen::Auth;
 use inferscale_loadgen::tls::{TlsConfig, TlsOptions};
+use inferscale_loadgen::transport::Get;
 
-use crate::cli::{AuthArgs, TlsArgs};
+use crate::cli::{AuthArgs, ScrapeAccessArgs, TlsArgs};
+use crate::input::read_small_bytes;
 
 /// The environment variable an OpenAI API key is read from, as OpenAI's own clients do.
 pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -70,8 +71,19 @@ pub(crate) fn client_auth(a: &AuthArgs) -> Result<Auth> {
     Ok(auth)
 }
 
-/// The scrape credentials: `--bearer-token-file`, as Prometheus' `bearer_token_file`.
-pub(crate) fn scrape_auth(bearer_token_file: Option<&Path>) -> Result<Auth> {
+/// How `scrape` and `query` read an endpoint: the body cap, `--bearer-token-file` (as
+/// Prometheus' `bearer_token_file`) and TLS.
+pub(crate) fn scrape_access(a: &ScrapeAccessArgs, timeout: Duration) -> Result<Get> {
+    let mut access = Get::new("*/*");
+    access.timeout = timeout;
+    access.max_body = a.max_body;
+    access.auth = scrape_auth(a.bearer_token_file.as_deref())?;
+    access.tls = tls(&a.tls)?;
+    Ok(access)
+}
+
+/// A scrape's bearer token, from `--bearer-token-file`.
+fn scrape_auth(bearer_token_file: Option<&Path>) -> Result<Auth> {
     match bearer_token_file {
         Some(p) => Ok(Auth::bearer(
             &read_small(p, "bearer token file")?,

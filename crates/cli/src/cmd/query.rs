@@ -7,7 +7,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use inferscale_loadgen::Target;
 use inferscale_loadgen::scrape::Scraper;
-use inferscale_loadgen::transport::Get;
 use inferscale_promql::{
     EvalError, Evaluator, Labels, Query, Store, Value, api_json, format_value,
 };
@@ -116,11 +115,7 @@ fn resolve(args: &QueryArgs) -> Result<(Vec<Query>, Vec<Scrapee>)> {
         .iter()
         .map(|l| label(l, "--label"))
         .collect::<Result<_>>()?;
-    let mut access = Get::new("*/*");
-    access.timeout = args.timeout;
-    access.max_body = args.max_body;
-    access.auth = crate::credentials::scrape_auth(args.bearer_token_file.as_deref())?;
-    access.tls = crate::credentials::tls(&args.tls)?;
+    let access = crate::credentials::scrape_access(&args.access, args.timeout)?;
     let mut targets = Vec::new();
     for spec in &args.targets {
         let (url, extra) = spec.split_once('#').unwrap_or((spec, ""));

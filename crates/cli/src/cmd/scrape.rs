@@ -15,7 +15,6 @@ use serde_json::{Map, Value, json};
 use crate::cli::{FormatArg, ScrapeArgs};
 use crate::output::emit;
 use crate::units::format_duration;
-use inferscale_loadgen::Auth;
 use inferscale_loadgen::Target;
 use inferscale_loadgen::scrape::{ScrapeError, Scraper};
 use inferscale_loadgen::transport::Get;
@@ -51,10 +50,7 @@ struct Config {
     json: bool,
     format: FormatArg,
     strict: bool,
-    timeout: Duration,
-    max_body: usize,
-    auth: Auth,
-    tls: Option<inferscale_loadgen::tls::TlsConfig>,
+    access: Get,
 }
 
 fn resolve(args: ScrapeArgs) -> Result<Config> {
@@ -96,21 +92,14 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
         json: args.json,
         format: args.format,
         strict: args.strict,
-        timeout: args.timeout,
-        max_body: args.max_body,
-        auth: crate::credentials::scrape_auth(args.bearer_token_file.as_deref())?,
-        tls: crate::credentials::tls(&args.tls)?,
+        access: crate::credentials::scrape_access(&args.access, args.timeout)?,
     })
 }
 
 async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
     match source {
         Source::Url(t) => {
-            let mut access = Get::new("*/*");
-            access.timeout = cfg.timeout;
-            access.max_body = cfg.max_body;
-            access.auth = cfg.auth.clone();
-            access.tls = cfg.tls.clone();
+            let access = cfg.access.clone();
             // The target's name leads the message already; say only what went wrong.
             let scraped = Scraper::new(t.clone(), access)
                 .fetch()
@@ -132,11 +121,11 @@ async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
         }
         Source::File(path) => {
             let meta = std::fs::metadata(path).map_err(|e| anyhow!("cannot read the file: {e}"))?;
-            if meta.len() > cfg.max_body as u64 {
+            if meta.len() > cfg.access.max_body as u64 {
                 bail!(
                     "the file is {} bytes, larger than --max-body {}",
                     meta.len(),
-                    cfg.max_body
+                    cfg.access.max_body
                 );
             }
             let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the file: {e}"))?;
@@ -148,11 +137,14 @@ async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
         Source::Stdin => {
             let mut buf = Vec::new();
             std::io::stdin()
-                .take(cfg.max_body as u64 + 1)
+                .take(cfg.access.max_body as u64 + 1)
                 .read_to_end(&mut buf)
                 .map_err(|e| anyhow!("cannot read standard input: {e}"))?;
-            if buf.len() > cfg.max_body {
-                bail!("standard input is larger than --max-body {}", cfg.max_body);
+            if buf.len() > cfg.access.max_body {
+                bail!(
+                    "standard input is larger than --max-body {}",
+                    cfg.access.max_body
+                );
             }
             Ok(Body {
                 bytes: buf.into(),
