@@ -54,7 +54,7 @@ pub enum ReadError {
         /// Dotted path.
         field: &'static str,
         /// What it must be.
-        expected: &'static str,
+        expected: String,
     },
     /// A required field has the wrong kind of value.
     #[error("field {field} must be a {expected}, not {found}")]
@@ -62,7 +62,7 @@ pub enum ReadError {
         /// Dotted path.
         field: &'static str,
         /// What it must be.
-        expected: &'static str,
+        expected: String,
         /// What it holds, as JSON (cut to 40 characters).
         found: String,
     },
@@ -133,15 +133,19 @@ enum Kind {
     Object,
     PositiveInteger,
     PositiveNumber,
+    /// A number in a range (inclusive): what arithmetic downstream can take without
+    /// overflowing, far above any real value.
+    Between(f64, f64),
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Kind::Text => "string",
-            Kind::Object => "object",
-            Kind::PositiveInteger => "positive integer",
-            Kind::PositiveNumber => "positive number",
+            Kind::Text => "string".into(),
+            Kind::Object => "object".into(),
+            Kind::PositiveInteger => "positive integer".into(),
+            Kind::PositiveNumber => "positive number".into(),
+            Kind::Between(lo, hi) => format!("number from {lo} to {hi}"),
         }
     }
 
@@ -151,9 +155,35 @@ impl Kind {
             Kind::Object => v.is_object(),
             Kind::PositiveInteger => v.as_u64().is_some_and(|n| n > 0),
             Kind::PositiveNumber => v.as_f64().is_some_and(|f| f.is_finite() && f > 0.0),
+            Kind::Between(lo, hi) => v.as_f64().is_some_and(|f| f >= lo && f <= hi),
         }
     }
 }
+
+/// Fields that may be absent (`null`), and when present must be in range: the sizing of
+/// `--max-model-len`, the grace period and `maxReplicaCount` is computed from them.
+const BOUNDED: &[(&str, Kind)] = &[
+    (
+        "workload.prompt_tokens_mean",
+        Kind::Between(0.0, 10_000_000.0),
+    ),
+    (
+        "workload.output_tokens_mean",
+        Kind::Between(0.0, 10_000_000.0),
+    ),
+    ("workload.max_tokens", Kind::Between(0.0, 10_000_000.0)),
+    ("workload.e2e_max_seconds", Kind::Between(0.0, 86_400.0)),
+    ("peak.replicas", Kind::Between(1.0, 100_000.0)),
+    (
+        "scale_out.queue_depth_per_pod",
+        Kind::Between(1.0, 1_000_000.0),
+    ),
+    ("scale_out.for_seconds", Kind::Between(1.0, 86_400.0)),
+    ("scale_in.for_seconds", Kind::Between(1.0, 86_400.0)),
+    ("scale_out.p95_e2e_seconds", Kind::Between(0.0, 86_400.0)),
+    ("scale_in.p95_e2e_seconds", Kind::Between(0.0, 86_400.0)),
+    ("activation.queue_depth", Kind::Between(1.0, 1_000_000.0)),
+];
 
 /// The fields the production configuration is built from, with what each must be: checked
 /// one by one so that a hand-edited file is refused naming the field.
@@ -186,6 +216,18 @@ pub fn read_thresholds(text: &str) -> Result<Thresholds, ReadError> {
             });
         };
         if !kind.holds(x) {
+            return Err(ReadError::Field {
+                field,
+                expected: kind.name(),
+                found: excerpt(x),
+            });
+        }
+    }
+    for &(field, kind) in BOUNDED {
+        if let Some(x) = field.split('.').try_fold(&value, |v, k| v.get(k))
+            && !x.is_null()
+            && !kind.holds(x)
+        {
             return Err(ReadError::Field {
                 field,
                 expected: kind.name(),

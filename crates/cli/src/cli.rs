@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_rate, parse_size};
 
 /// Measure, monitor and autoscale LLM inference deployments.
 #[derive(Debug, Parser)]
@@ -154,7 +154,7 @@ pub(crate) struct ClusterArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub(crate) cold_start: Duration,
     /// --max-model-len to set (default: sized from the measured requests).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_model_len: Option<u32>,
     /// The container image with the inferscale binary (warm-up sidecar and Job).
     #[arg(
@@ -230,7 +230,7 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<std::path::PathBuf>,
     /// The peak traffic to plan replicas for, req/s.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = parse_rate)]
     pub(crate) peak_rps: Option<f64>,
     /// Print thresholds.json to stdout instead of the summary.
     #[arg(long)]
@@ -296,7 +296,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "LEN")]
     pub(crate) max_tokens: Option<String>,
     /// The peak traffic to plan replicas for, req/s.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = parse_rate)]
     pub(crate) peak_rps: Option<f64>,
     /// The cluster's names, for the manifests written into OUT/manifests.
     #[command(flatten)]

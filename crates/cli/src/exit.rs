@@ -20,7 +20,8 @@ pub(crate) const RUNTIME: u8 = 3;
 pub(crate) const TABLE: &str = "Exit codes (every command):
   0  success
   1  the work was done and a check failed: a --threshold breached, an invalid exposition
-     (--strict), no thresholds found (client-limited, partial or unsaturated run)
+     (--strict), no thresholds found (client-limited, partial or unsaturated run), every
+     request of a load failed
   2  usage or input error: bad flags or files, an unreachable target; nothing was sent
   3  a failure after work began (e.g. results could not be written); partial results kept";
 

@@ -35,8 +35,24 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::from(exit::SUCCESS),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", excerpt(&format!("{e:#}"), MAX_MESSAGE));
             ExitCode::from(exit::code(&e))
         }
+    }
+}
+
+/// An error message is at most this many characters: a parser that quotes a hostile input
+/// whole (a 100 KB string, a 10 MB line) must not flood the terminal.
+const MAX_MESSAGE: usize = 2000;
+
+/// `s`, cut to `max` characters with the number left out said.
+fn excerpt(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_owned(),
+        Some((at, _)) => format!(
+            "{}… ({} more characters)",
+            &s[..at],
+            s[at..].chars().count()
+        ),
     }
 }

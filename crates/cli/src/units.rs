@@ -29,6 +29,18 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
 
 pub(crate) use inferscale_catalog::units::format_seconds;
 
+use inferscale_loadgen::plan::MAX_RATE;
+
+/// Parses a request rate: a positive number of requests per second, at most [`MAX_RATE`].
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= MAX_RATE => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a request rate (expected a number of req/s above 0 and at most {MAX_RATE:e})"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -278,7 +278,7 @@ fn unreadable_targets_are_reported_and_the_rest_still_shown() {
         "{err}"
     );
     assert!(
-        err.contains("error: no/such/file.prom: cannot read the file"),
+        err.contains("error: no/such/file.prom: cannot read the exposition file"),
         "{err}"
     );
     assert!(

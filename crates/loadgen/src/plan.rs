@@ -22,6 +22,9 @@ use crate::target::{Target, UrlError};
 use crate::threshold::Threshold;
 use crate::transport::ClientConfig;
 
+/// The highest offered rate a plan takes, req/s (a million; one client holds ~20,000).
+pub const MAX_RATE: f64 = 1e6;
+
 /// The default levels: the seeds' 10, 20, …, 70 req/s.
 pub const DEFAULT_RATES: [f64; 7] = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0];
 /// The default step length (the seeds' 60 s).
@@ -173,6 +176,15 @@ fn spelled(field: &str) -> String {
         format!("{field} (--{})", field.replace('_', "-"))
     } else {
         field.to_owned()
+    }
+}
+
+/// A number as a message shows it: `1e300`, not three hundred digits.
+fn short(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e6 || v.abs() < 1e-4) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 
@@ -345,6 +357,9 @@ impl Plan {
                 Stage::constant(*rate, d, rest)
             })
         } else if let Some(s) = &self.stages {
+            if s.is_empty() {
+                return Err(invalid("stages", "needs at least one stage"));
+            }
             s.iter()
                 .enumerate()
                 .map(|(i, s)| {
@@ -381,12 +396,31 @@ impl Plan {
             })
         };
         for (i, s) in stages.iter().enumerate() {
-            if s.concurrency.is_none() && !(s.rate.is_finite() && s.rate > 0.0) {
+            if let Some(e) = s.end_rate
+                && !(e.is_finite() && (0.0..=MAX_RATE).contains(&e))
+            {
+                return Err(invalid(
+                    format!("stages[{i}].end_rate"),
+                    format!(
+                        "must be a number of requests per second from 0 to {MAX_RATE:e}, not {}",
+                        short(e)
+                    ),
+                ));
+            }
+            if !(s.duration_s.is_finite() && s.duration_s > 0.0) {
+                return Err(invalid(
+                    format!("step {}", i + 1),
+                    "the duration must be longer than zero (a step of 0 s sends nothing)",
+                ));
+            }
+            if s.concurrency.is_none()
+                && !(s.rate.is_finite() && s.rate > 0.0 && s.rate <= MAX_RATE)
+            {
                 return Err(invalid(
                     format!("step {}", i + 1),
                     format!(
-                        "the rate must be a positive number of requests per second, not {}",
-                        s.rate
+                        "the rate must be a positive number of requests per second (at most {MAX_RATE:e}), not {}",
+                        short(s.rate)
                     ),
                 ));
             }
@@ -435,6 +469,12 @@ impl Plan {
                 path: d.display().to_string(),
             }
         } else if let Some(t) = self.prompt.clone() {
+            if t.trim().is_empty() {
+                return Err(invalid(
+                    "prompt",
+                    "is empty: a server refuses an empty prompt (every request would fail)",
+                ));
+            }
             PromptSource::Fixed { text: t }
         } else if let Some(l) = &self.prompt_tokens {
             PromptSource::Synthetic {

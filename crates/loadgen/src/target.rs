@@ -74,18 +74,32 @@ fn port_part(authority: &str) -> Option<&str> {
     }
 }
 
+/// `url` with any user information (`user:password@`) replaced by `***@`: how a URL that
+/// may carry a secret is shown.
+///
+/// ```
+/// use inferscale_loadgen::target::redact;
+/// assert_eq!(redact("http://u:pw@host:8000/x"), "http://***@host:8000/x");
+/// assert_eq!(redact("http://host/a@b"), "http://host/a@b");
+/// ```
+pub fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((_, host)) = authority.rsplit_once('@') {
+            return format!("{scheme}://***@{host}{}", &rest[authority.len()..]);
+        }
+    }
+    url.to_owned()
+}
+
 impl Target {
     /// Parses an `http://` or `https://` URL; other schemes, ports outside 1–65535 and
     /// credentials are refused with the reason.
     pub fn parse(url: &str) -> Result<Target, UrlError> {
         let owned = || url.to_owned();
-        if let Some((scheme, rest)) = url.split_once("://") {
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-            if let Some((_, host)) = authority.rsplit_once('@') {
-                return Err(UrlError::Credentials {
-                    url: format!("{scheme}://***@{host}{}", &rest[authority.len()..]),
-                });
-            }
+        let shown = redact(url);
+        if shown != url {
+            return Err(UrlError::Credentials { url: shown });
         }
         let uri: http::Uri = url
             .parse()

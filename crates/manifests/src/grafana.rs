@@ -134,10 +134,7 @@ fn dashboard(
 
 /// The three dashboards as `(file name, JSON)`.
 pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
-    let sel = Sel(format!(
-        "namespace=\"{}\",model_name=~\"$model\"",
-        o.namespace
-    ));
+    let sel = Sel::exact(&[("namespace", &o.namespace)]).and("model_name=~\"$model\"");
     let q = f64::from(t.scale_out.queue_depth_per_pod);
     let guard = t.scale_out.p95_e2e_seconds;
     let slo = o.slo_p95_e2e_s;

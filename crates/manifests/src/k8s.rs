@@ -136,6 +136,13 @@ pub fn max_model_len(t: &Thresholds, o: &Options) -> u32 {
     if o.max_model_len > 0 {
         return o.max_model_len;
     }
+    let need = 2.0 * longest_request(t);
+    ((need / 1024.0).ceil().min(f64::from(u32::MAX / 1024)) as u32 * 1024).max(2048)
+}
+
+/// The longest request the run sent, in tokens (prompt plus `max_tokens`): what
+/// `--max-model-len` must hold at least.
+pub fn longest_request(t: &Thresholds) -> f64 {
     let prompt = t.workload.prompt_tokens_mean.unwrap_or(512.0);
     let out = t
         .workload
@@ -143,8 +150,7 @@ pub fn max_model_len(t: &Thresholds, o: &Options) -> u32 {
         .map(f64::from)
         .or(t.workload.output_tokens_mean)
         .unwrap_or(512.0);
-    let need = 2.0 * (prompt + out);
-    ((need / 1024.0).ceil() as u32 * 1024).max(2048)
+    prompt + out
 }
 
 /// Seconds a terminating pod gets: the preStop drain waits for in-flight requests, as long as
@@ -154,7 +160,7 @@ pub fn grace_seconds(t: &Thresholds) -> u32 {
         .workload
         .e2e_max_seconds
         .unwrap_or(t.scale_out.p95_e2e_seconds * 2.0);
-    ((2.0 * slow).ceil() as u32 + 15).clamp(30, 600)
+    ((2.0 * slow).ceil().min(600.0) as u32 + 15).clamp(30, 600)
 }
 
 /// The preStop drain: wait for endpoint removal, then until vLLM reports nothing running or

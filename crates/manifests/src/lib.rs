@@ -130,6 +130,26 @@ pub enum GenerateError {
     /// `--model-name ''`.
     #[error("--model-name must not be empty")]
     EmptyModelName,
+    /// A value Kubernetes would refuse where it goes.
+    #[error("--{flag} {value:?}: {why}")]
+    Value {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+        /// What it must be.
+        why: String,
+    },
+    /// A `--max-model-len` the measured requests do not fit in.
+    #[error(
+        "--max-model-len {given} is shorter than the longest measured request ({need} tokens: prompt plus max_tokens); give at least {need}, or leave it out to size it from the run"
+    )]
+    MaxModelLen {
+        /// What was given.
+        given: u32,
+        /// The longest request, tokens.
+        need: u32,
+    },
     /// A generated query is not valid PromQL (a generator bug).
     #[error("{path} carries a query that does not parse")]
     Query {
@@ -212,7 +232,88 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
     if o.model_name.is_empty() {
         return Err(GenerateError::EmptyModelName);
     }
+    label_value(&o.prometheus_release).map_err(|why| GenerateError::Value {
+        flag: "prometheus-release",
+        value: o.prometheus_release.clone(),
+        why,
+    })?;
+    service_port_name(&o.service_port.0).map_err(|why| GenerateError::Value {
+        flag: "service-port",
+        value: o.service_port.0.clone(),
+        why,
+    })?;
+    if o.service_port.1 == 0 {
+        return Err(GenerateError::Value {
+            flag: "service-port",
+            value: "0".into(),
+            why: "a port is a number from 1 to 65535".into(),
+        });
+    }
+    if o.inferscale_image.is_empty() || o.inferscale_image.chars().any(char::is_whitespace) {
+        return Err(GenerateError::Value {
+            flag: "inferscale-image",
+            value: o.inferscale_image.clone(),
+            why: "an image reference is not empty and has no spaces (e.g. ghcr.io/inferscale/inferscale:0.1.0)".into(),
+        });
+    }
+    if o.container_index > MAX_CONTAINER_INDEX {
+        return Err(GenerateError::Value {
+            flag: "container-index",
+            value: o.container_index.to_string(),
+            why: format!("a pod's container position is at most {MAX_CONTAINER_INDEX}"),
+        });
+    }
+    if o.max_replicas > MAX_REPLICAS {
+        return Err(GenerateError::Value {
+            flag: "max-replicas",
+            value: o.max_replicas.to_string(),
+            why: format!("at most {MAX_REPLICAS} replicas"),
+        });
+    }
     Ok(())
+}
+
+/// The highest `--container-index` taken (a vLLM pod has a handful of containers).
+pub const MAX_CONTAINER_INDEX: u32 = 99;
+
+/// The most replicas a generated ScaledObject may ask for.
+pub const MAX_REPLICAS: u32 = 10_000;
+
+/// A Kubernetes label value: at most 63 characters of `[A-Za-z0-9._-]`, beginning and ending
+/// with a letter or digit (or empty).
+fn label_value(v: &str) -> Result<(), String> {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    if v.len() > 63 {
+        return Err(format!(
+            "a label value is at most 63 characters, this has {}",
+            v.len()
+        ));
+    }
+    if !v.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.')) {
+        return Err("a label value holds only letters, digits, '-', '_' and '.'".into());
+    }
+    if !(v.is_empty() || v.starts_with(alnum) && v.ends_with(alnum)) {
+        return Err("a label value begins and ends with a letter or digit".into());
+    }
+    Ok(())
+}
+
+/// A Service port name (IANA_SVC_NAME): 1–15 lowercase letters, digits and '-', with a
+/// letter, no '-' at either end and no "--".
+fn service_port_name(v: &str) -> Result<(), String> {
+    let ok = !v.is_empty()
+        && v.len() <= 15
+        && v.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && v.chars().any(|c| c.is_ascii_lowercase())
+        && !v.starts_with('-')
+        && !v.ends_with('-')
+        && !v.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err("a port name is 1 to 15 lowercase letters, digits and '-' with at least one letter (e.g. http)".into())
+    }
 }
 
 /// Every PromQL query in a parsed manifest or dashboard: the strings under `expr` and `query`
@@ -266,14 +367,43 @@ pub const GRAFANA_INTERVALS: [&str; 3] = ["__rate_interval", "__interval", "__ra
 /// );
 /// ```
 pub fn with_variables(q: &str, vars: &[(String, String)]) -> String {
-    let value = |name: &str| {
-        vars.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    scan_variables(q, |name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+}
+
+/// The dashboard variables a query still refers to, in order (`$model`, `${node}`,
+/// `[[x]]`; not `$1` nor a regex's `$`).
+///
+/// ```
+/// let left = inferscale_manifests::variables_in("rate(x{a=~\"$model\", b=\"^c$\"}[${w}]) + $1");
+/// assert_eq!(left, ["model", "w"]);
+/// ```
+pub fn variables_in(q: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    scan_variables(q, |name| {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+        None
+    });
+    out
+}
+
+/// Walks the variable references of `q` (`$name`, `${name}`, `${name:format}`, `[[name]]`),
+/// replacing each for which `value` gives a value.
+fn scan_variables(q: &str, mut value: impl FnMut(&str) -> Option<String>) -> String {
     let ident = |s: &str| {
-        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(s.len())
+        let starts = s
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if starts {
+            s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(s.len())
+        } else {
+            0
+        }
     };
     let mut out = String::with_capacity(q.len());
     let mut rest = q;
@@ -290,13 +420,16 @@ pub fn with_variables(q: &str, vars: &[(String, String)]) -> String {
             bracketed.find("]]").map(|end| (&bracketed[..end], end + 4))
         } else if let Some(bare) = tail.strip_prefix('$') {
             let n = ident(bare);
-            Some((&bare[..n], n + 1))
+            (n > 0).then(|| (&bare[..n], n + 1))
         } else {
             None
         };
-        match found.and_then(|(name, len)| Some((value(name)?, len))) {
+        match found
+            .filter(|(name, _)| ident(name) == name.len() && !name.is_empty())
+            .and_then(|(name, len)| Some((value(name)?, len)))
+        {
             Some((v, len)) => {
-                out.push_str(v);
+                out.push_str(&v);
                 rest = &tail[len..];
             }
             None => {
@@ -369,6 +502,13 @@ fn check_queries(path: &str, doc: &serde_json::Value) -> Result<(), GenerateErro
 /// schemas, KEDA/HPA rules); a generator bug is an error here, not a surprise at apply time.
 pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError> {
     check(o)?;
+    let need = k8s::longest_request(t).ceil().min(f64::from(u32::MAX)) as u32;
+    if o.max_model_len > 0 && o.max_model_len < need {
+        return Err(GenerateError::MaxModelLen {
+            given: o.max_model_len,
+            need,
+        });
+    }
     let rules = rules::Rules::new(t, o);
     let mut files = vec![
         File {

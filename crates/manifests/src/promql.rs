@@ -12,7 +12,7 @@ impl Sel {
     pub fn exact(pairs: &[(&str, &str)]) -> Sel {
         Sel(pairs
             .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+            .map(|(k, v)| format!("{k}={}", inferscale_promql::quote(v)))
             .collect::<Vec<_>>()
             .join(","))
     }

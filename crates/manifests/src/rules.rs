@@ -72,7 +72,7 @@ fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 fn series_text(name: &str, labels: &[(String, String)]) -> String {
     let inner = labels
         .iter()
-        .map(|(k, v)| format!("{k}=\"{v}\""))
+        .map(|(k, v)| format!("{k}={}", inferscale_promql::quote(v)))
         .collect::<Vec<_>>()
         .join(",");
     format!("{name}{{{inner}}}")

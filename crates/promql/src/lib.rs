@@ -190,6 +190,38 @@ pub fn api_json(result: &Result<Value, EvalError>, t: i64) -> serde_json::Value 
     json!({"status": "success", "data": {"resultType": v.kind(), "result": result}})
 }
 
+/// `s` as a PromQL double-quoted string (a label matcher's value): `\\`, `"` and every
+/// control character escaped, so that no value, however odd, can end the string or the
+/// query early. The one escaping path for values that reach PromQL (and promtool's series
+/// notation, which is PromQL's).
+///
+/// ```
+/// assert_eq!(inferscale_promql::quote("a\"b\nc"), r#""a\"b\nc""#);
+/// assert!(inferscale_promql::Query::parse(&format!("x{{m={}}}", inferscale_promql::quote("\"} or vector(1) #"))).is_ok());
+/// ```
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    push_escaped(&mut out, s);
+    out.push('"');
+    out
+}
+
+/// Appends `s` escaped as inside a PromQL double-quoted string.
+fn push_escaped(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,16 +133,7 @@ impl fmt::Display for Labels {
                 f.write_str(", ")?;
             }
             first = false;
-            write!(f, "{n}=\"")?;
-            for c in v.chars() {
-                match c {
-                    '\\' => f.write_str("\\\\")?,
-                    '"' => f.write_str("\\\"")?,
-                    '\n' => f.write_str("\\n")?,
-                    c => write!(f, "{c}")?,
-                }
-            }
-            f.write_str("\"")?;
+            write!(f, "{n}={}", crate::quote(v))?;
         }
         f.write_str("}")
     }

@@ -721,6 +721,9 @@ impl<'a> Parser<'a> {
         let start = self.out.labels.len();
         cur.pos += 1; // '{'
         let mut first = true;
+        // Duplicates are found by a scan while a series has few labels, and through a set
+        // once it has many: a line with a million labels parses in linear time.
+        let mut seen: Option<std::collections::HashSet<Cow<'a, str>>> = None;
         loop {
             if !strict {
                 cur.skip_blanks();
@@ -793,7 +796,19 @@ impl<'a> Parser<'a> {
                 *name = Some(value);
                 continue;
             }
-            if self.out.labels[start..].iter().any(|l| l.name == lname) {
+            let so_far = &self.out.labels[start..];
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(lname.clone()),
+                None if so_far.len() < 16 => so_far.iter().any(|l| l.name == lname),
+                None => {
+                    let mut set: std::collections::HashSet<Cow<'a, str>> =
+                        so_far.iter().map(|l| l.name.clone()).collect();
+                    let dup = !set.insert(lname.clone());
+                    seen = Some(set);
+                    dup
+                }
+            };
+            if duplicate {
                 return Err(self.err_at(line, at, format!("duplicate label {lname}")));
             }
             self.out.labels.push(Label { name: lname, value });

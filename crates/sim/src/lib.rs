@@ -42,6 +42,7 @@ pub use faults::{Fate, Faults};
 pub use lag::{ClockLag, LagMeter};
 pub use offline::Exporter;
 pub use replica::Clock;
+pub use server::HEADER_READ_TIMEOUT;
 pub use tokens::{count_chat, count_text};
 
 use inferscale_engine::kv::{MemoryError, MemoryPlan};

@@ -151,8 +151,14 @@ pub(crate) async fn serve_listener(
                     Ok::<_, Infallible>(resp)
                 }
             });
+            // A client has HEADER_READ_TIMEOUT to send a request's headers, and an idle
+            // keep-alive connection is closed after as long (uvicorn, which vLLM serves
+            // through, closes idle connections after 5 s): a connection that stalls in its
+            // headers does not hold a task for ever.
             let conn = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(64 * 1024)
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
@@ -165,6 +171,10 @@ pub(crate) async fn serve_listener(
         });
     }
 }
+
+/// How long a client may take to send a request's headers, and how long an idle keep-alive
+/// connection is kept.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -458,11 +468,31 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             }
             let content = match m.get("content") {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                Some(Value::Array(parts)) => {
+                    // vLLM validates each part against the content-part types: an object
+                    // with a string `type`; a `text` part carries a string `text`.
+                    let mut texts = Vec::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        let Some(kind) = p.get("type").and_then(Value::as_str) else {
+                            return Err(bad(
+                                format!(
+                                    "`messages[{i}].content[{j}]` must be a content part object with a string `type`"
+                                ),
+                                "messages",
+                            ));
+                        };
+                        if kind == "text" {
+                            let Some(t) = p.get("text").and_then(Value::as_str) else {
+                                return Err(bad(
+                                    format!("`messages[{i}].content[{j}].text` must be a string"),
+                                    "messages",
+                                ));
+                            };
+                            texts.push(t);
+                        }
+                    }
+                    texts.join(" ")
+                }
                 Some(Value::Null) | None => String::new(),
                 Some(_) => {
                     return Err(bad(
@@ -489,7 +519,13 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
                 a.len() as u32,
                 fingerprint(&serde_json::to_string(a).unwrap_or_default()),
             ),
-            Some(Value::Array(a)) if a.len() > 1 => {
+            Some(Value::Array(a)) if a.iter().any(Value::is_number) => {
+                return Err(bad(
+                    "`prompt` as token ids must be whole numbers from 0 to 2^32-1",
+                    "prompt",
+                ));
+            }
+            Some(Value::Array(a)) if a.len() > 1 && a.iter().all(Value::is_string) => {
                 return Err(bad(
                     "the simulator serves one prompt per request (`prompt` has several)",
                     "prompt",
@@ -552,6 +588,12 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             let _ = o;
             return Err(bad(
                 "Stream options can only be defined when `stream=True`.",
+                "stream_options",
+            ));
+        }
+        Some(o) if !o.is_object() => {
+            return Err(bad(
+                format!("`stream_options` must be an object, not {o}"),
                 "stream_options",
             ));
         }

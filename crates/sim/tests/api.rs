@@ -265,6 +265,53 @@ async fn bad_requests_are_refused_like_vllm() {
     );
     assert_eq!(get(sim.api, "/v2/anything").await.0, 404);
     assert_eq!(get(sim.api, "/v1/completions").await.0, 405);
+    // As strict as vLLM's request models: the field is named.
+    let strict: &[(&str, &str, &str)] = &[
+        (
+            "/v1/completions",
+            r#"{"prompt":"x","stream":true,"stream_options":"garbage"}"#,
+            "stream_options",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt":[-1, 1180591620717411303424]}"#,
+            "token ids",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":[1, null, "x"]}]}"#,
+            "content[0]",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}"#,
+            "content[0].text",
+        ),
+    ];
+    for (path, body, needle) in strict {
+        let (s, text) = post(sim.api, path, body).await;
+        assert_eq!(s, 400, "{body}: {text}");
+        assert!(text.contains(needle), "{body}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_stalls_in_its_headers_is_closed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let sim = start(eks(1000.0)).await;
+    wait_ready(sim.api).await;
+    let mut s = tokio::net::TcpStream::connect(sim.api).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // Never the blank line: the server must give up, not hold the connection for ever.
+    let limit = inferscale_sim::HEADER_READ_TIMEOUT + std::time::Duration::from_secs(20);
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(limit, s.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "still open {limit:?} after the headers stalled"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -112,6 +112,16 @@ pub enum DatasetError {
         /// 1-based.
         line: usize,
     },
+    /// An entry a server would refuse: every request made from it would fail with a 400.
+    #[error("{name}:{line}: {why}")]
+    BadEntry {
+        /// The dataset's name.
+        name: String,
+        /// 1-based line (JSONL) or entry (ShareGPT).
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
     /// Nothing usable in the file.
     #[error("{name}: no prompts found")]
     Empty {
@@ -128,6 +138,9 @@ pub enum DatasetError {
         name: String,
     },
 }
+
+/// The largest `max_tokens` a dataset entry may ask for (no model's context is longer).
+pub const MAX_OUTPUT_TOKENS: u32 = 10_000_000;
 
 /// Loads JSONL (`{"prompt": …}` or `{"messages": […]}`, optional `max_tokens` or
 /// `output_tokens` per line) or ShareGPT JSON (an array of `{"conversations": [{"from":
@@ -179,7 +192,15 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, DatasetError> {
                     Some("gpt" | "assistant")
                 )
             });
-            if let Some(p) = human.and_then(|h| h.get("value")).and_then(|v| v.as_str()) {
+            let p = human.and_then(|h| h.get("value")).and_then(|v| v.as_str());
+            if human.is_some() && p.is_none_or(|p| p.trim().is_empty()) {
+                return Err(DatasetError::BadEntry {
+                    name: name.to_owned(),
+                    line: i + 1,
+                    why: "the human turn's \"value\" is missing or empty".into(),
+                });
+            }
+            if let Some(p) = p {
                 let out_tokens = gpt
                     .and_then(|g| g.get("value"))
                     .and_then(|v| v.as_str())
@@ -208,24 +229,62 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, DatasetError> {
                     line: i + 1,
                     source,
                 })?;
-            let output_tokens = ["max_tokens", "output_tokens", "output_len"]
-                .iter()
-                .find_map(|k| v.get(*k).and_then(|x| x.as_u64()))
-                .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32);
-            let messages = if let Some(p) = v.get("prompt").and_then(|p| p.as_str()) {
-                vec![ChatMessage {
-                    role: "user".into(),
-                    content: p.to_owned(),
-                }]
-            } else if let Some(ms) = v.get("messages").and_then(|m| m.as_array()) {
-                ms.iter()
-                    .filter_map(|m| {
-                        Some(ChatMessage {
-                            role: m.get("role")?.as_str()?.to_owned(),
-                            content: m.get("content")?.as_str()?.to_owned(),
-                        })
-                    })
-                    .collect()
+            let bad = |why: String| DatasetError::BadEntry {
+                name: name.to_owned(),
+                line: i + 1,
+                why,
+            };
+            let mut output_tokens = None;
+            for k in ["max_tokens", "output_tokens", "output_len"] {
+                match v.get(k) {
+                    None | Some(serde_json::Value::Null) => {}
+                    Some(x) => match x.as_u64() {
+                        Some(n) if (1..=u64::from(MAX_OUTPUT_TOKENS)).contains(&n) => {
+                            output_tokens = output_tokens.or(Some(n as u32));
+                        }
+                        _ => {
+                            return Err(bad(format!(
+                                "\"{k}\" must be a whole number from 1 to {MAX_OUTPUT_TOKENS}, not {x}"
+                            )));
+                        }
+                    },
+                }
+            }
+            let messages = if let Some(p) = v.get("prompt") {
+                match p.as_str() {
+                    Some(p) if !p.trim().is_empty() => vec![ChatMessage {
+                        role: "user".into(),
+                        content: p.to_owned(),
+                    }],
+                    Some(_) => return Err(bad("\"prompt\" is empty".into())),
+                    None => return Err(bad(format!("\"prompt\" must be a string, not {p}"))),
+                }
+            } else if let Some(ms) = v.get("messages") {
+                let Some(ms) = ms.as_array().filter(|m| !m.is_empty()) else {
+                    return Err(bad(format!(
+                        "\"messages\" must be a non-empty array of {{role, content}} objects, not {ms}"
+                    )));
+                };
+                let mut out = Vec::with_capacity(ms.len());
+                for (j, m) in ms.iter().enumerate() {
+                    let role = m.get("role").and_then(|r| r.as_str());
+                    let content = m.get("content").and_then(|c| c.as_str());
+                    match (role, content) {
+                        (Some(r), Some(c)) if !r.is_empty() => out.push(ChatMessage {
+                            role: r.to_owned(),
+                            content: c.to_owned(),
+                        }),
+                        _ => {
+                            return Err(bad(format!(
+                                "messages[{j}] must have a string \"role\" and a string \"content\""
+                            )));
+                        }
+                    }
+                }
+                if out.iter().all(|m| m.content.trim().is_empty()) {
+                    return Err(bad("every message's \"content\" is empty".into()));
+                }
+                out
             } else {
                 return Err(DatasetError::NoPrompt {
                     name: name.to_owned(),

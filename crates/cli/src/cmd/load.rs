@@ -12,8 +12,7 @@ use crate::output::emit;
 
 /// Reads a plan file: YAML, or TOML when the name ends in `.toml`.
 pub(crate) fn read_plan(path: &Path) -> Result<Plan> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the plan {}", path.display()))?;
+    let text = crate::input::read_text(path, "plan", crate::input::cap::SMALL)?;
     if path.extension().is_some_and(|e| e == "toml") {
         toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
     } else {

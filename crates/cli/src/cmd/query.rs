@@ -80,14 +80,17 @@ fn queries(args: &QueryArgs) -> Result<Vec<Query>> {
         }
         for (i, q) in found.iter().enumerate() {
             let text = inferscale_manifests::with_variables(q, &vars);
+            if let Some(name) = inferscale_manifests::variables_in(&text).first() {
+                bail!(
+                    "{}: query {} of {} uses the dashboard variable ${name}: give it with --var {name}=VALUE: {text}",
+                    path.display(),
+                    i + 1,
+                    found.len()
+                );
+            }
             let parsed = Query::parse(&text).with_context(|| {
-                let hint = if text.contains('$') {
-                    " (a dashboard variable? give it with --var name=value)"
-                } else {
-                    ""
-                };
                 format!(
-                    "{}: query {} of {}{hint}: {text}",
+                    "{}: query {} of {}: {text}",
                     path.display(),
                     i + 1,
                     found.len()

@@ -88,13 +88,52 @@ fn check_out_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs the command.
+/// The same plan `load` resolves, from run's few flags (everything else at its default).
+fn plan_of(a: &RunArgs, url: String, speedup: f64) -> Plan {
+    Plan {
+        url: Some(url),
+        model: a.model.clone(),
+        rates: a.rates.clone(),
+        step: a.step.map(Into::into),
+        rest: a.rest.map(Into::into),
+        stream: a.no_stream.then_some(false),
+        max_tokens: a.max_tokens.clone().map(LengthValue::Text),
+        speedup: Some(speedup),
+        warmup: Some(a.warmup),
+        wait_ready: a.wait_ready.map(Into::into),
+        ..Plan::default()
+    }
+}
+
+/// Runs the command. A run refused before it began leaves no output folder behind.
 pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
+    let fresh = !a.out.exists();
+    let r = run_in(a);
+    if let Err(e) = &r
+        && fresh
+        && crate::exit::code(e) == crate::exit::USAGE
+    {
+        // Only an empty folder goes: nothing was written before a usage error.
+        let _ = std::fs::remove_dir(&a.out);
+    }
+    r
+}
+
+fn run_in(a: &RunArgs) -> Result<ExitCode> {
     if let Some(k) = a.speedup
         && !(k.is_finite() && k > 0.0)
     {
         bail!("--speedup must be a positive number, not {k}");
     }
+    crate::job::manifests::check_flags(&a.cluster)?;
+    // Every load flag is checked before the simulator starts or a request is sent (the
+    // embedded simulator's address is not known yet; a stand-in takes its place).
+    plan_of(
+        a,
+        a.url.clone().unwrap_or_else(|| "http://127.0.0.1:1".into()),
+        a.speedup.unwrap_or(DEFAULT_SPEEDUP),
+    )
+    .resolve(inferscale_loadgen::Auth::none(), None)?;
     check_out_dir(&a.out)?;
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -120,20 +159,7 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
                 (url, k)
             }
         };
-        // The same plan `load` resolves, from run's few flags (everything else at its default).
-        let plan = Plan {
-            url: Some(url),
-            model: a.model.clone(),
-            rates: a.rates.clone(),
-            step: a.step.map(Into::into),
-            rest: a.rest.map(Into::into),
-            stream: a.no_stream.then_some(false),
-            max_tokens: a.max_tokens.clone().map(LengthValue::Text),
-            speedup: Some(speedup),
-            warmup: Some(a.warmup),
-            wait_ready: a.wait_ready.map(Into::into),
-            ..Plan::default()
-        };
+        let plan = plan_of(a, url, speedup);
         let run_json = a.out.join("run.json");
         let mut resolved = Resolved::new(plan.resolve(
             crate::credentials::client_auth(&a.auth)?,

@@ -83,7 +83,7 @@ fn resolve(args: ScrapeArgs) -> Result<Config> {
             } else {
                 Ok(Source::File(t.clone()))
             };
-            (t.clone(), source)
+            (inferscale_loadgen::target::redact(t), source)
         })
         .collect();
     Ok(Config {
@@ -120,15 +120,11 @@ async fn fetch(source: &Source, cfg: &Config) -> Result<Body> {
             })
         }
         Source::File(path) => {
-            let meta = std::fs::metadata(path).map_err(|e| anyhow!("cannot read the file: {e}"))?;
-            if meta.len() > cfg.access.max_body as u64 {
-                bail!(
-                    "the file is {} bytes, larger than --max-body {}",
-                    meta.len(),
-                    cfg.access.max_body
-                );
-            }
-            let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the file: {e}"))?;
+            let bytes = crate::input::read_small_bytes(
+                std::path::Path::new(path),
+                "exposition file",
+                cfg.access.max_body as u64,
+            )?;
             Ok(Body {
                 bytes: bytes.into(),
                 content_type: None,

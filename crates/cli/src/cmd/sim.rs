@@ -24,17 +24,6 @@ fn rate(name: &str, v: f64) -> Result<f64> {
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path, what: &str) -> Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the {what} file {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not a valid {what} (JSON with the built-in table's fields)",
-            path.display()
-        )
-    })
-}
-
 /// Resolves the flags into a simulator configuration.
 pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     let mut engine = match &a.profile {
@@ -88,7 +77,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         })?;
     }
     if let Some(p) = &a.gpu_spec {
-        engine.gpu = read_json::<GpuSpec>(p, "GPU spec")?;
+        engine.gpu = crate::input::read_json::<GpuSpec>(p, "GPU spec")?;
     }
     if let Some(m) = &a.model {
         engine.model = find_model(m).ok_or_else(|| {
@@ -105,7 +94,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         engine.max_model_len = engine.model.max_context.min(32768);
     }
     if let Some(p) = &a.model_spec {
-        engine.model = read_json::<ModelSpec>(p, "model spec")?;
+        engine.model = crate::input::read_json::<ModelSpec>(p, "model spec")?;
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
     }
@@ -171,6 +160,11 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         .served_model_name
         .clone()
         .unwrap_or_else(|| engine.model.hf_id.clone());
+    if name.trim().is_empty() || name.chars().any(char::is_control) {
+        bail!(
+            "--served-model-name {name:?}: a model name is not empty and has no control characters"
+        );
+    }
     let mut cfg = SimConfig::new(engine, name);
     cfg.speedup = a.speedup;
     cfg.faults = faults;
@@ -315,6 +309,19 @@ pub(crate) fn run(args: &SimArgs) -> Result<ExitCode> {
             format!("--dcgm-listen {d:?} is not an address like 127.0.0.1:9400")
         })?),
     };
+    for (flag, base) in [("--listen", Some(api)), ("--dcgm-listen", dcgm)] {
+        if let Some(b) = base
+            && b.port() != 0
+            && u32::from(b.port()) + u32::from(args.replicas) - 1 > 65535
+        {
+            bail!(
+                "{flag} {b} with --replicas {}: replica i listens on port {} + i, and the last would be {}, past 65535",
+                args.replicas,
+                b.port(),
+                u32::from(b.port()) + u32::from(args.replicas) - 1
+            );
+        }
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

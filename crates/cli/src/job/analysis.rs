@@ -7,12 +7,11 @@ use anyhow::{Context, Result, anyhow};
 use inferscale_analysis::{Analysis, Status, analyze};
 use inferscale_results::run::RunReport;
 
-use crate::output::{check_writable, write_atomic};
+use crate::output::{check_writable, write_all};
 
 /// Reads and checks a run.json.
 pub(crate) fn read(path: &Path) -> Result<RunReport> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::input::read_text(path, "run file", crate::input::cap::RUN)?;
     inferscale_analysis::read_run(&text).with_context(|| path.display().to_string())
 }
 
@@ -38,20 +37,24 @@ pub(crate) fn write(run: &RunReport, dir: &Path, peak_rps: Option<f64>) -> Resul
     check_writable(&tpath)?;
     check_writable(&rpath)?;
     let analysis = analyze(run, peak_rps);
+    let report = (
+        rpath.clone(),
+        inferscale_report::render(run, &analysis).into_bytes(),
+    );
     let thresholds = match &analysis.thresholds {
         Ok(t) => {
             let mut bytes = serde_json::to_vec_pretty(t)?;
             bytes.push(b'\n');
-            write_atomic(&tpath, &bytes)?;
+            write_all(&[(tpath.clone(), bytes), report])?;
             Some(tpath)
         }
         Err(_) => {
+            write_all(&[report])?;
             // A stale file from an earlier run must not pass for this one's.
             let _ = std::fs::remove_file(&tpath);
             None
         }
     };
-    write_atomic(&rpath, inferscale_report::render(run, &analysis).as_bytes())?;
     Ok(Written {
         analysis,
         thresholds,

@@ -184,6 +184,7 @@ pub(crate) async fn execute(
     crate::output::check_writable(out)?;
     if let Some(p) = requests_out {
         crate::output::check_writable(p)?;
+        crate::output::check_distinct(&[out, p])?;
     }
     let access = Get::like(&r.plan.config.client);
     if let Some(limit) = r.plan.wait_ready {
@@ -202,10 +203,11 @@ pub(crate) async fn execute(
         .map_err(hint_auth)?;
     r.plan.config.requests.model = model.clone();
     let dataset = match &r.plan.dataset {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read the dataset {}", p.display()))?,
-        ),
+        Some(p) => Some(crate::input::read_text(
+            p,
+            "dataset",
+            crate::input::cap::DATASET,
+        )?),
         None => None,
     };
     if let Some(d) = &dataset {
@@ -326,7 +328,17 @@ pub(crate) async fn execute(
             output.scrape_errors[0]
         );
     }
-    let breached = report.thresholds.iter().any(|t| !t.ok);
+    let mut breached = report.thresholds.iter().any(|t| !t.ok);
+    let sent: u64 = report.steps.iter().map(|s| s.requests.scheduled).sum();
+    let ok: u64 = report.steps.iter().map(|s| s.requests.ok).sum();
+    if sent > 0 && ok == 0 {
+        // A run in which nothing succeeded measured nothing; its file says why each failed.
+        eprintln!(
+            "error: all {sent} requests failed (see the failures in {}): nothing was measured",
+            out.display()
+        );
+        breached = true;
+    }
     Ok(Outcome { report, breached })
 }
 

@@ -8,12 +8,11 @@ use inferscale_analysis::Thresholds;
 use inferscale_manifests::Options;
 
 use crate::cli::ClusterArgs;
-use crate::output::write_atomic;
+use crate::output::write_all;
 
 /// Reads thresholds.json, naming the field when something is missing or malformed.
 pub(crate) fn read_thresholds(path: &Path) -> Result<Thresholds> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::input::read_text(path, "thresholds file", crate::input::cap::SMALL)?;
     inferscale_analysis::read_thresholds(&text).with_context(|| path.display().to_string())
 }
 
@@ -34,9 +33,42 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
     let max = c.max_replicas.unwrap_or_else(|| {
         t.peak
             .as_ref()
-            .map_or(5, |p| p.replicas + 1)
+            .map_or(5, |p| p.replicas.saturating_add(1))
             .max(c.min_replicas)
     });
+    if c.max_replicas.is_none()
+        && max > inferscale_manifests::MAX_REPLICAS
+        && let Some(p) = &t.peak
+    {
+        return Err(anyhow!(
+            "the peak of {} req/s needs {} replicas, more than a generated ScaledObject allows ({}): check --peak-rps, or give --max-replicas",
+            p.rps,
+            p.replicas,
+            inferscale_manifests::MAX_REPLICAS
+        ));
+    }
+    from_flags(c, max, t.scale_out.p95_e2e_seconds, &t.source.model)
+}
+
+/// Checks the flags that need no measurement (names, ports, replica bounds, the SLO, URLs),
+/// so that `run` refuses them before the first request rather than after the run.
+pub(crate) fn check_flags(c: &ClusterArgs) -> Result<()> {
+    let max = c.max_replicas.unwrap_or(c.min_replicas.max(1));
+    let o = from_flags(c, max, 5.0, "model")?;
+    inferscale_manifests::check(&o)?;
+    Ok(())
+}
+
+fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Options> {
+    if c.service.is_none()
+        && inferscale_manifests::validate::rfc1123_subdomain(&c.deployment).is_ok()
+        && let Err(e) = inferscale_manifests::validate::rfc1123_label(&c.deployment)
+    {
+        return Err(anyhow!(
+            "--deployment {:?} is a valid Deployment name, but the Service defaults to it and {e}: give the Service's name with --service",
+            c.deployment
+        ));
+    }
     Ok(Options {
         namespace: c.namespace.clone(),
         deployment: c.deployment.clone(),
@@ -44,17 +76,12 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
         container_index: c.container_index,
         service: c.service.clone().unwrap_or_else(|| c.deployment.clone()),
         service_port: parse_port(&c.service_port)?,
-        model_name: c
-            .model_name
-            .clone()
-            .unwrap_or_else(|| t.source.model.clone()),
+        model_name: c.model_name.clone().unwrap_or_else(|| model.to_owned()),
         prometheus_url: c.prometheus_url.clone(),
         prometheus_release: c.prometheus_release.clone(),
         min_replicas: c.min_replicas,
         max_replicas: max,
-        slo_p95_e2e_s: c
-            .slo_p95_e2e
-            .map_or(t.scale_out.p95_e2e_seconds, |d| d.as_secs_f64()),
+        slo_p95_e2e_s: c.slo_p95_e2e.map_or(slo_s, |d| d.as_secs_f64()),
         cold_start_s: u32::try_from(c.cold_start.as_secs()).unwrap_or(u32::MAX),
         max_model_len: c.max_model_len.unwrap_or(0),
         inferscale_image: c.inferscale_image.clone(),
@@ -65,16 +92,10 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
 /// Generates and writes every file into `dir`; returns their paths.
 pub(crate) fn write(t: &Thresholds, c: &ClusterArgs, dir: &Path) -> Result<Vec<PathBuf>> {
     let o = options(t, c)?;
-    let files = inferscale_manifests::generate(t, &o)?;
-    let mut out = Vec::new();
-    for f in files {
-        let p = dir.join(&f.path);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        write_atomic(&p, f.contents.as_bytes())?;
-        out.push(p);
-    }
-    Ok(out)
+    let files: Vec<(PathBuf, Vec<u8>)> = inferscale_manifests::generate(t, &o)?
+        .into_iter()
+        .map(|f| (dir.join(&f.path), f.contents.into_bytes()))
+        .collect();
+    write_all(&files)?;
+    Ok(files.into_iter().map(|(p, _)| p).collect())
 }
