@@ -83,6 +83,41 @@ fn promtool_checks_the_rules_and_passes_the_generated_tests() {
 }
 
 #[test]
+fn every_value_reaching_promql_is_escaped_and_promtool_still_passes() {
+    // A model name that would end the string, inject `or vector(1)` and comment the rest
+    // out, and one with a newline: escaped in the ScaledObject, the rules and the promtool
+    // series alike, so every query parses and every generated promtool test still passes
+    // (an injected `or vector(1)` would fire the alerts the "stays quiet" tests expect not to).
+    let promtool = program("promtool");
+    for (i, model) in ["x\"} or vector(1) #", "a\nb", "back\\slash"]
+        .iter()
+        .enumerate()
+    {
+        let out = tmp(&format!("escape-{i}"));
+        let o = generate(&out, &["--model-name", model]);
+        assert_eq!(o.status.code(), Some(0), "{model:?}: {}", stderr(&o));
+        for f in ["scaledobject.yaml", "prometheus-rules.yaml"] {
+            let text = std::fs::read_to_string(out.join(f)).unwrap();
+            for q in inferscale_manifests::queries_in_text(&text).unwrap() {
+                let parsed = inferscale_promql::Query::parse(&q);
+                assert!(parsed.is_ok(), "{model:?}: {f}: {q}");
+            }
+        }
+        let test = Command::new(&promtool)
+            .args(["test", "rules"])
+            .arg(out.join("prometheusrule.test.yaml"))
+            .output()
+            .unwrap();
+        assert!(
+            test.status.success(),
+            "{model:?}: {}{}",
+            String::from_utf8_lossy(&test.stdout),
+            stderr(&test)
+        );
+    }
+}
+
+#[test]
 fn bad_thresholds_and_names_are_named() {
     let good: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture()).unwrap()).unwrap();

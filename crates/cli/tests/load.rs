@@ -340,3 +340,33 @@ fn warmup_reports_the_cold_start() {
         "{text}"
     );
 }
+
+#[test]
+fn a_load_in_which_every_request_failed_is_not_a_success() {
+    let s = sim(&["--speedup", "10", "--fault-500-rate", "1"]);
+    s.wait_healthy();
+    let out = tmp("all-failed.json");
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--rates",
+        "5",
+        "--step",
+        "2s",
+        "--speedup",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("all 10 requests failed"),
+        "{}",
+        stderr(&o)
+    );
+    // The run is kept: it says why each failed.
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r["steps"][0]["requests"]["failed"]["http_error"]["500"], 10);
+}

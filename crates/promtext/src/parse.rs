@@ -1005,6 +1005,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn duplicate_labels_are_found_however_many_a_series_has() {
+        // Past 16 labels the check goes through a set; it must find the same duplicates.
+        for n in [3usize, 16, 17, 200_000] {
+            let labels: Vec<String> = (0..n).map(|i| format!("l{i}=\"v\"")).collect();
+            let ok = format!("m{{{}}} 1\n", labels.join(","));
+            let exp = parse(ok.as_bytes()).unwrap();
+            assert_eq!(exp.samples().next().unwrap().labels().len(), n);
+            let dup = format!("m{{{},l{}=\"w\"}} 1\n", labels.join(","), n / 2);
+            let e = parse(dup.as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("duplicate label"), "{n}: {e}");
+        }
+    }
+
+    #[test]
     fn values() {
         assert_eq!(parse_value("1"), Some(1.0));
         assert_eq!(parse_value("000001"), Some(1.0));
