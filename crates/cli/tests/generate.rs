@@ -59,17 +59,7 @@ fn promtool_checks_the_rules_and_passes_the_generated_tests() {
         String::from_utf8_lossy(&check.stdout)
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 9 rules found"));
-    let test = Command::new(&promtool)
-        .args(["test", "rules"])
-        .arg(out.join("prometheusrule.test.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        test.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&test.stdout),
-        stderr(&test)
-    );
+    promtool_tests_pass(&promtool, &out, "the default manifests");
     // The PrometheusRule object carries the same group.
     let rule: serde_json::Value = inferscale_manifests::yaml::from_str::<serde_json::Value>(
         &std::fs::read_to_string(out.join("prometheusrule.yaml")).unwrap(),
@@ -80,6 +70,21 @@ fn promtool_checks_the_rules_and_passes_the_generated_tests() {
     )
     .unwrap();
     assert_eq!(rule["spec"]["groups"], plain["groups"]);
+}
+
+/// `promtool test rules` on the generated tests in `out` passes.
+fn promtool_tests_pass(promtool: &Path, out: &Path, what: &str) {
+    let test = Command::new(promtool)
+        .args(["test", "rules"])
+        .arg(out.join("prometheusrule.test.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&test.stdout),
+        stderr(&test)
+    );
 }
 
 #[test]
@@ -103,17 +108,7 @@ fn every_value_reaching_promql_is_escaped_and_promtool_still_passes() {
                 assert!(parsed.is_ok(), "{model:?}: {f}: {q}");
             }
         }
-        let test = Command::new(&promtool)
-            .args(["test", "rules"])
-            .arg(out.join("prometheusrule.test.yaml"))
-            .output()
-            .unwrap();
-        assert!(
-            test.status.success(),
-            "{model:?}: {}{}",
-            String::from_utf8_lossy(&test.stdout),
-            stderr(&test)
-        );
+        promtool_tests_pass(&promtool, &out, &format!("{model:?}"));
     }
 }
 
