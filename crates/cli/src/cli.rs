@@ -39,6 +39,9 @@ pub(crate) enum Command {
     Run(Box<RunArgs>),
     /// Write KEDA, alerting, dashboard and Deployment configuration from thresholds.json.
     Generate(Box<GenerateArgs>),
+    /// Rehearse a ScaledObject before deploying it: traffic against simulated replicas under
+    /// the HPA, KEDA, Prometheus and Karpenter, in virtual time.
+    Rehearse(Box<RehearseArgs>),
     /// Evaluate PromQL over live /metrics endpoints, with no Prometheus: scrape them for a
     /// while, then print each expression's result.
     Query(QueryArgs),
@@ -761,4 +764,136 @@ pub(crate) struct LoadArgs {
     /// Credentials for the server.
     #[command(flatten)]
     pub(crate) auth: AuthArgs,
+}
+
+/// `inferscale rehearse`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Replays traffic against simulated replicas (each one the engine `sim` serves) in virtual time,
+under the loops a cluster runs: Prometheus scraping every replica, KEDA polling and serving
+the ScaledObject's triggers (their own PromQL, evaluated on the scraped series), the HPA's
+15 s sync with the object's behavior, pods waiting for a Karpenter GPU node, pulling the image
+and loading the model before they are Ready, draining on scale-in, and empty nodes
+consolidated. A day of traffic takes seconds.
+
+Traffic: --trace FILE (CSV time_s,rps; each rate held until the next row) or --pattern, a
+list of segments: hold:60@10m, ramp:0..60@10m, drop:0@20m, diurnal:20..500@24h.
+Delays: a duration (90s), a uniform range (60s..120s) or a normal (240s±30s, or 240s+-30s).
+
+Examples:
+  inferscale rehearse --scaledobject manifests/scaledobject.yaml --pattern 'hold:60@10m,drop:0@20m'
+  inferscale rehearse --scaledobject so.yaml --rules manifests/prometheusrule.yaml \\
+      --trace day.csv --timeline-out timeline.csv --html-out rehearsal.html --json
+  inferscale rehearse --scaledobject a.yaml --compare b.yaml c.yaml --pattern 'ramp:0..200@30m'
+  inferscale rehearse --thresholds inferscale-out/thresholds.json --compare-signals \\
+      --pattern 'diurnal:20..500@24h'
+
+Exit codes: 0 rehearsed, and the scale-out -> scale-in cycle completed (or was not needed);
+1 rehearsed, but the cycle did not complete; 2 a ScaledObject, rule file or trace refused
+(the field or line is named) or a bad flag.")]
+pub(crate) struct RehearseArgs {
+    /// The ScaledObject to rehearse (ours or any).
+    #[arg(long, value_name = "FILE", required_unless_present = "compare_signals")]
+    pub(crate) scaledobject: Option<std::path::PathBuf>,
+    /// Other ScaledObjects under the same traffic, side by side.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub(crate) compare: Vec<std::path::PathBuf>,
+    /// Also rehearse the built-in signals (queue depth, running requests, KV usage, GPU
+    /// utilisation, p95 e2e latency, p95 queue time), each as a ScaledObject derived from
+    /// --thresholds.
+    #[arg(long, requires = "thresholds")]
+    pub(crate) compare_signals: bool,
+    /// thresholds.json (for --compare-signals, and the SLO).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) thresholds: Option<std::path::PathBuf>,
+    /// A PrometheusRule (or plain rule file) whose alerts are evaluated on the same series.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) rules: Option<std::path::PathBuf>,
+    /// Traffic as CSV time_s,rps.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "pattern",
+        required_unless_present = "pattern"
+    )]
+    pub(crate) trace: Option<std::path::PathBuf>,
+    /// Traffic as a pattern, e.g. 'ramp:0..60@10m,hold:60@10m,drop:0@20m'.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) pattern: Option<String>,
+    /// How long to simulate (default: the traffic's end plus 30 minutes).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) duration: Option<Duration>,
+    /// The engine profile of every replica (see `inferscale sim --list`).
+    #[arg(long, value_name = "NAME", default_value = "aws-eks-ministral-8b-l40s")]
+    pub(crate) profile: String,
+    /// The model_name label the replicas' metrics carry (default: thresholds' model, else the
+    /// profile's model id).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model_name: Option<String>,
+    /// Prompt tokens of every request.
+    #[arg(long, value_name = "N", default_value_t = 34, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) prompt_tokens: u32,
+    /// max_tokens of every request (generated in full).
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) max_tokens: u32,
+    /// Replicas at the start (ready).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub(crate) initial_replicas: u32,
+    /// Karpenter's delay from a Pending pod to a Ready GPU node.
+    #[arg(long, value_name = "DELAY", default_value = "60s±15s")]
+    pub(crate) node_provisioning: String,
+    /// The image pull on a node that has not pulled it.
+    #[arg(long, value_name = "DELAY", default_value = "60s")]
+    pub(crate) image_pull: String,
+    /// Weights, profiling, compile and graph capture (default: the profile's cold start).
+    #[arg(long, value_name = "DELAY")]
+    pub(crate) model_load: Option<String>,
+    /// Warm-up before the readiness probe passes.
+    #[arg(long, value_name = "DELAY", default_value = "0s")]
+    pub(crate) warmup: String,
+    /// GPUs per node (pods per node = this / the profile's tensor-parallel size).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) gpus_per_node: u32,
+    /// Karpenter's consolidateAfter: how long a node stays empty before it goes.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) consolidate_after: Duration,
+    /// Nodes carry karpenter.sh/do-not-disrupt: never consolidated.
+    #[arg(long)]
+    pub(crate) do_not_disrupt: bool,
+    /// How the Service spreads requests over ready pods.
+    #[arg(long, value_enum, default_value_t = RoutingArg::Random)]
+    pub(crate) routing: RoutingArg,
+    /// Prometheus' scrape interval.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub(crate) scrape_interval: Duration,
+    /// The rules' evaluation interval (a rule group's own interval wins).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) rule_interval: Duration,
+    /// The end-to-end latency a request must finish within (default: thresholds' p95 e2e
+    /// scale-out guardrail, else 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) slo_e2e: Option<Duration>,
+    /// The seed of every random choice (arrivals, routing, delays, controller phases).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Write the timeline (one row per 15 s) as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) timeline_out: Option<std::path::PathBuf>,
+    /// Write an HTML page (replicas, queue, latency vs SLO, alerts, scale events).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html_out: Option<std::path::PathBuf>,
+    /// Print the summary as JSON instead of the table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// How a Service spreads requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RoutingArg {
+    /// Uniformly at random (kube-proxy's iptables mode, the default).
+    Random,
+    /// In turn (IPVS rr).
+    RoundRobin,
+    /// To the pod with the fewest outstanding requests (a load-aware gateway).
+    LeastOutstanding,
 }

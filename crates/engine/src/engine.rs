@@ -315,6 +315,10 @@ pub struct Engine {
     /// stream) or only finished requests (a statistics-only rehearsal: the counters and
     /// histograms are the same, the events a hundred times fewer).
     token_events: bool,
+    /// Some running request is marked cancelled (so `reap_aborted` has work).
+    cancel_pending: bool,
+    /// The last step's schedule, kept for its allocation.
+    spare_scheduled: Vec<(u64, u32)>,
 }
 
 impl Engine {
@@ -338,6 +342,8 @@ impl Engine {
             seen_decode: false,
             token_events: true,
             cfg,
+            cancel_pending: false,
+            spare_scheduled: Vec::new(),
         })
     }
 
@@ -463,6 +469,7 @@ impl Engine {
         }
         if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
             r.cancelled = Some(reason);
+            self.cancel_pending = true;
             if self.in_flight.is_none() {
                 self.reap_aborted(now.max(self.now), events);
             }
@@ -534,7 +541,9 @@ impl Engine {
     fn start_step(&mut self, events: &mut Vec<Event>) -> bool {
         self.reap_aborted(self.now, events);
         let mut budget = self.cfg.max_num_batched_tokens;
-        let mut scheduled: Vec<(u64, u32)> = Vec::with_capacity(self.running.len() + 4);
+        let mut scheduled = std::mem::take(&mut self.spare_scheduled);
+        scheduled.clear();
+        let mut shape = StepShape::default();
         let mut preempted = false;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
@@ -570,6 +579,7 @@ impl Engine {
                 break;
             }
             scheduled.push((self.running[i].id, n));
+            Self::add_to_shape(&mut shape, &self.running[i], n);
             budget -= n;
             i += 1;
         }
@@ -601,6 +611,7 @@ impl Engine {
                     self.stats.queue_time.observe(self.now - r.arrival);
                 }
                 scheduled.push((r.id, n));
+                Self::add_to_shape(&mut shape, &r, n);
                 budget -= n;
                 self.running.push(r);
             }
@@ -609,9 +620,9 @@ impl Engine {
         self.stats.waiting = self.waiting.len() as u32;
         self.stats.kv_usage = self.pool.usage();
         if scheduled.is_empty() {
+            self.spare_scheduled = scheduled;
             return false;
         }
-        let shape = self.shape(&scheduled);
         let mut cost = self.cost.step(&shape, 1.0 / self.clock);
         let mut duration = cost.total_s;
         if !self.cost.is_instant() {
@@ -647,15 +658,10 @@ impl Engine {
         true
     }
 
-    fn shape(&self, scheduled: &[(u64, u32)]) -> StepShape {
-        let mut s = StepShape::default();
-        let mut j = 0;
-        for &(id, n) in scheduled {
-            // `scheduled` follows `running` order, so a forward scan finds each request.
-            while self.running[j].id != id {
-                j += 1;
-            }
-            let r = &self.running[j];
+    /// Adds request `r`, computing `n` tokens this step, to the step's shape (read before
+    /// the step, as the scheduler hands it over).
+    fn add_to_shape(s: &mut StepShape, r: &Req, n: u32) {
+        {
             let is_decode = n == 1 && r.output > 0 && r.computed + 1 == r.total();
             if is_decode {
                 s.decode_seqs += 1;
@@ -671,15 +677,17 @@ impl Engine {
                 s.sampled += 1;
             }
         }
-        s
     }
 
     fn complete(&mut self, f: InFlight, events: &mut Vec<Event>) {
         self.now = f.end;
         let t = f.end;
-        let mut finished: Vec<(u64, FinishReason, bool)> = Vec::new();
+        let mut finished: Vec<(usize, FinishReason, bool)> = Vec::new();
         let mut j = 0;
-        for (id, n) in f.scheduled {
+        // Decoding requests mostly share one inter-token latency: record runs of equal
+        // values with one bucket search (the decode loop's hot spot).
+        let mut itl_run = (0.0_f64, 0_u64);
+        for &(id, n) in &f.scheduled {
             // Scheduled requests are still in `running`, in order (preemption happens only at
             // the start of a step); skip the ones that were not scheduled.
             while j < self.running.len() && self.running[j].id != id {
@@ -704,7 +712,15 @@ impl Engine {
                         self.stats.prefill_time.observe(t - s);
                     }
                 }
-                Some(_) => self.stats.itl.observe(t - r.last_token),
+                Some(_) => {
+                    let v = t - r.last_token;
+                    if itl_run.1 > 0 && v.to_bits() == itl_run.0.to_bits() {
+                        itl_run.1 += 1;
+                    } else {
+                        self.stats.itl.observe_repeated(itl_run.0, itl_run.1);
+                        itl_run = (v, 1);
+                    }
+                }
             }
             r.last_token = t;
             if self.token_events {
@@ -719,25 +735,32 @@ impl Engine {
             if let Some((n, reason)) = r.cut
                 && r.output >= n
             {
-                finished.push((r.id, reason, false));
+                finished.push((j, reason, false));
             } else if r.output >= r.stop_at {
                 let reason = if r.output >= r.max_tokens {
                     FinishReason::Length
                 } else {
                     FinishReason::Stop
                 };
-                finished.push((r.id, reason, true));
+                finished.push((j, reason, true));
             }
         }
-        for (id, reason, normal) in finished {
-            if let Some(pos) = self.running.iter().position(|r| r.id == id) {
-                let mut r = self.running.remove(pos);
-                self.pool.release(&mut r.blocks);
-                if normal {
-                    self.record_finished(&r, t);
-                }
-                self.finish(r, reason, t, events);
+        self.stats.itl.observe_repeated(itl_run.0, itl_run.1);
+        self.spare_scheduled = f.scheduled;
+        // Removed from the back (each removal moves only the requests after it), reported
+        // in running order.
+        let mut gone: Vec<Req> = finished
+            .iter()
+            .rev()
+            .map(|f| self.running.remove(f.0))
+            .collect();
+        for (_, reason, normal) in finished {
+            let Some(mut r) = gone.pop() else { break };
+            self.pool.release(&mut r.blocks);
+            if normal {
+                self.record_finished(&r, t);
             }
+            self.finish(r, reason, t, events);
         }
         self.reap_aborted(t, events);
         self.stats.running = self.running.len() as u32;
@@ -747,6 +770,10 @@ impl Engine {
     }
 
     fn reap_aborted(&mut self, t: f64, events: &mut Vec<Event>) {
+        if !self.cancel_pending {
+            return;
+        }
+        self.cancel_pending = false;
         while let Some(pos) = self.running.iter().position(|r| r.cancelled.is_some()) {
             let mut r = self.running.remove(pos);
             self.pool.release(&mut r.blocks);

@@ -64,6 +64,8 @@ pub struct Replica {
     pub ready_at: f64,
     /// Set when the fleet scaled it in: it takes no new requests and leaves once idle.
     pub draining_since: Option<f64>,
+    /// When it left (drained, or removed before it was ready).
+    pub left_at: Option<f64>,
 }
 
 impl Replica {
@@ -184,6 +186,7 @@ impl Fleet {
             created_at: t,
             ready_at: t + cold_start_s.max(0.0),
             draining_since: None,
+            left_at: None,
         });
         Ok(())
     }
@@ -237,6 +240,17 @@ impl Fleet {
     /// youngest) stop taking requests and leave when their last request ends. Asking for
     /// more while some drain takes the draining ones back first.
     pub fn scale_to(&mut self, n: usize, t: f64, cold_start_s: f64) -> Result<(), MemoryError> {
+        self.scale_to_with(n, t, |_| cold_start_s)
+    }
+
+    /// [`Fleet::scale_to`] with each new replica's cold start chosen by `cold_start(id)`
+    /// (where its pod lands, what it pulls and loads).
+    pub fn scale_to_with(
+        &mut self,
+        n: usize,
+        t: f64,
+        mut cold_start: impl FnMut(usize) -> f64,
+    ) -> Result<(), MemoryError> {
         self.now = self.now.max(t);
         let mut have = self.desired();
         while have < n {
@@ -249,7 +263,8 @@ impl Fleet {
             {
                 r.draining_since = None;
             } else {
-                self.add(t, cold_start_s)?;
+                let delay = cold_start(self.next_id);
+                self.add(t, delay)?;
             }
             have += 1;
         }
@@ -281,7 +296,10 @@ impl Fleet {
         while i < self.replicas.len() {
             let r = &self.replicas[i];
             if r.draining_since.is_some() && (r.engine.is_idle() || r.ready_at > t) {
-                let r = self.replicas.remove(i);
+                let mut r = self.replicas.remove(i);
+                // It went idle at its last step's end (a pod never ready leaves at once).
+                let idle_at = r.engine.stats().now;
+                r.left_at = Some(r.draining_since.map_or(t, |d| d.max(idle_at)).min(t));
                 self.gone.push(r);
             } else {
                 i += 1;
@@ -293,24 +311,26 @@ impl Fleet {
     /// returns `None` when none is ready.
     pub fn submit(&mut self, spec: RequestSpec, t: f64) -> Option<Routed> {
         self.now = self.now.max(t);
-        let ready: Vec<usize> = (0..self.replicas.len())
-            .filter(|&i| self.replicas[i].serving(t))
-            .collect();
-        if ready.is_empty() {
+        let ready = || (0..self.replicas.len()).filter(|&i| self.replicas[i].serving(t));
+        let n = ready().count();
+        if n == 0 {
             self.unrouted += 1;
             return None;
         }
-        let pick = match self.routing {
+        let nth = match self.routing {
             Routing::RoundRobin => {
                 self.turn = self.turn.wrapping_add(1);
-                ready[self.turn % ready.len()]
+                Some(self.turn % n)
             }
-            Routing::Random => ready[(self.rng.next_u64() % ready.len() as u64) as usize],
-            Routing::LeastOutstanding => ready
-                .iter()
-                .copied()
+            Routing::Random => Some((self.rng.next_u64() % n as u64) as usize),
+            Routing::LeastOutstanding => None,
+        };
+        let ready = || (0..self.replicas.len()).filter(|&i| self.replicas[i].serving(t));
+        let pick = match nth {
+            Some(k) => ready().nth(k).unwrap_or(0),
+            None => ready()
                 .min_by_key(|&i| (self.replicas[i].outstanding(), self.replicas[i].id))
-                .unwrap_or(ready[0]),
+                .unwrap_or(0),
         };
         let r = &mut self.replicas[pick];
         let id = r.engine.submit(spec, t);

@@ -36,6 +36,20 @@ impl Hist {
         self.count += 1;
     }
 
+    /// Records `n` equal observations: what `n` calls of [`Hist::observe`] record, bit for
+    /// bit (the sum is added to one at a time), with one bucket search.
+    pub fn observe_repeated(&mut self, v: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.counts[i] += n;
+        for _ in 0..n {
+            self.sum += v;
+        }
+        self.count += n;
+    }
+
     /// `(le, cumulative count)` pairs ending with `+Inf`.
     pub fn cumulative(&self) -> Vec<(f64, u64)> {
         let mut acc = 0;

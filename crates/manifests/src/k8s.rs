@@ -4,6 +4,7 @@ use inferscale_analysis::Thresholds;
 use inferscale_catalog::Signal;
 
 use crate::Options;
+use crate::karpenter::GPU_TAINT;
 use crate::promql::vllm_names;
 use crate::yaml::{Y, document, i, map, s};
 
@@ -286,6 +287,14 @@ pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
                     map(vec![
                         ("terminationGracePeriodSeconds", i(i64::from(grace))),
                         (
+                            "tolerations",
+                            Y::Seq(vec![map(vec![
+                                ("key", s(GPU_TAINT)),
+                                ("operator", s("Exists")),
+                                ("effect", s("NoSchedule")),
+                            ])]),
+                        ),
+                        (
                             "volumes",
                             Y::Seq(vec![map(vec![
                                 ("name", s("inferscale")),
@@ -306,6 +315,12 @@ pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
                                 .e2e_max_seconds
                                 .map_or("unknown".into(), |v| format!("{v:.1} s"))
                         ),
+                    )
+                    .comment(
+                        "tolerations",
+                        format!(
+                            "Lets the pods onto the GPU nodes of karpenter-nodepool.yaml (tainted {GPU_TAINT}:NoSchedule), as\nthe seeds' Deployment does. A strategic-merge patch replaces the whole list (Kubernetes\nmerges tolerations as one value): add any other toleration your pods need here."
+                        ),
                     ),
                 ),
             ])
@@ -321,7 +336,7 @@ pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
             "{}\nApply: kubectl -n {ns} patch deployment {d} --patch-file vllm-deployment-patch.yaml\n  then: kubectl -n {ns} patch deployment {d} --type json --patch-file vllm-args-patch.yaml\n(--max-model-len {args}, --gpu-memory-utilization 0.85; see README.md).",
             crate::header(
                 t,
-                "Strategic-merge patch for the vLLM Deployment: warm-up before ready, no disruption, drain on stop."
+                "Strategic-merge patch for the vLLM Deployment: warm-up before ready, no disruption, drain on\nstop, GPU nodes tolerated."
             ),
             ns = o.namespace,
             d = o.deployment

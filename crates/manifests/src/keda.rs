@@ -33,6 +33,14 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The HPA's scale-down stabilization window, seconds: the scale-in condition's duration, and
+/// at least a replica's cold start (a pod is not removed while its replacement would still be
+/// loading), at most the hour the HPA API allows. Karpenter's `consolidateAfter` is derived
+/// from it ([`crate::karpenter::consolidate_after_s`]).
+pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
+    t.scale_in.for_seconds.max(o.cold_start_s).min(3600)
+}
+
 /// `scaledobject.yaml`.
 pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
     let q = t.scale_out.queue_depth_per_pod;
@@ -42,7 +50,7 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
         .as_ref()
         .map_or(o.min_replicas, |p| p.replicas)
         .clamp(o.min_replicas, o.max_replicas);
-    let down_window = t.scale_in.for_seconds.max(o.cold_start_s).min(3600);
+    let down_window = scale_down_window_s(t, o);
     let up_window = t.scale_out.for_seconds.min(3600);
     let behavior = map(vec![
         (

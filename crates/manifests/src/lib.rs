@@ -1,10 +1,12 @@
 //! What production needs, written from measured thresholds: a KEDA ScaledObject, a
 //! PrometheusRule (and its promtool tests), Grafana dashboards for the three metric tiers,
-//! ServiceMonitors, a vLLM Deployment patch, a warm-up Job and a README — and the validators
-//! that check them ([`validate`]). Pure: thresholds and names in, file contents out.
+//! ServiceMonitors, a vLLM Deployment patch, a warm-up Job, the Karpenter NodePool and
+//! EC2NodeClass the GPU nodes come from, and a README — and the validators that check them
+//! ([`validate`]). Pure: thresholds and names in, file contents out.
 
 pub mod grafana;
 pub mod k8s;
+pub mod karpenter;
 pub mod keda;
 pub mod objects;
 pub mod promql;
@@ -43,7 +45,8 @@ pub struct Options {
     pub max_replicas: u32,
     /// The p95 end-to-end SLO (seconds) the HighLatency alert pages on.
     pub slo_p95_e2e_s: f64,
-    /// How long a new replica takes to serve (scheduling, image, weights, warm-up), seconds.
+    /// How long a new replica takes to serve (scheduling, a new node when it needs one, image,
+    /// weights, warm-up), seconds.
     pub cold_start_s: u32,
     /// `--max-model-len` to set (sized from the workload when not given).
     pub max_model_len: u32,
@@ -51,6 +54,45 @@ pub struct Options {
     pub inferscale_image: String,
     /// Where the runbooks live (`runbook_url` annotations), if anywhere.
     pub runbook_url: Option<String>,
+    /// The GPU nodes the replicas run on (`karpenter-nodepool.yaml`).
+    pub nodes: NodeOptions,
+}
+
+/// The GPU nodes Karpenter provisions for the replicas: what `karpenter-nodepool.yaml` asks
+/// for, and what the README (and a rehearsal of the autoscaling) assume about nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeOptions {
+    /// The GPU, as Karpenter's `karpenter.k8s.aws/instance-gpu-name` label spells it
+    /// (lowercase: `l40s`, `a10g`, `l4`, `h100`).
+    pub gpu_name: String,
+    /// GPUs on each node (`karpenter.k8s.aws/instance-gpu-count`).
+    pub gpus_per_node: u32,
+    /// GPUs each vLLM replica requests (`nvidia.com/gpu`: its tensor-parallel size).
+    pub gpus_per_replica: u32,
+    /// `karpenter.sh/capacity-type` values the pool may launch: `on-demand`, `spot`,
+    /// `reserved`.
+    pub capacity_types: Vec<String>,
+    /// Of the cold start, the seconds a replica that needs a new node waits for it (NodeClaim
+    /// created to Node ready with its GPUs allocatable). A replica placed on a node that is
+    /// already up skips them.
+    pub provisioning_s: u32,
+    /// The root volume's size, GiB: the OS, the vLLM image and the model's weights.
+    pub root_volume_gib: u32,
+}
+
+impl Default for NodeOptions {
+    /// The seeds' nodes: one L40S each (g6e), one GPU per replica, on-demand capacity, about
+    /// three minutes from a pending pod to a ready GPU node, a 200 GiB root volume.
+    fn default() -> Self {
+        NodeOptions {
+            gpu_name: "l40s".into(),
+            gpus_per_node: 1,
+            gpus_per_replica: 1,
+            capacity_types: vec!["on-demand".into()],
+            provisioning_s: 180,
+            root_volume_gib: 200,
+        }
+    }
 }
 
 impl Options {
@@ -75,6 +117,7 @@ impl Options {
             max_model_len: 0,
             inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
             runbook_url: None,
+            nodes: NodeOptions::default(),
         }
     }
 }
@@ -270,7 +313,7 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
             why: format!("at most {MAX_REPLICAS} replicas"),
         });
     }
-    Ok(())
+    karpenter::check(o)
 }
 
 /// The highest `--container-index` taken (a vLLM pod has a handful of containers).
@@ -462,8 +505,15 @@ pub fn queries_in_text(text: &str) -> Result<Vec<String>, serde_saphyr::Error> {
     Ok(out)
 }
 
-/// The documents of a YAML stream that hold something (not only comments and blank lines).
-fn yaml_documents(text: &str) -> Vec<&str> {
+/// The documents of a YAML stream that hold something (not only comments and blank lines),
+/// split at `---` and `...` lines: `karpenter-nodepool.yaml`'s NodePool and EC2NodeClass, a
+/// user's file of several objects.
+///
+/// ```
+/// let docs = inferscale_manifests::yaml_documents("# a\nkind: A\n---\n# only a comment\n---\nkind: B\n");
+/// assert_eq!(docs, ["# a\nkind: A\n", "kind: B\n"]);
+/// ```
+pub fn yaml_documents(text: &str) -> Vec<&str> {
     let mut docs = Vec::new();
     let mut start = 0;
     let mut at = 0;
@@ -547,6 +597,10 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
             path: "warmup-job.yaml".into(),
             contents: k8s::warmup_job(t, o),
         },
+        File {
+            path: "karpenter-nodepool.yaml".into(),
+            contents: karpenter::node_pool_file(t, o),
+        },
     ];
     for (name, json) in grafana::dashboards(t, o) {
         files.push(File {
@@ -572,22 +626,34 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
         if !f.path.ends_with(".yaml") {
             continue;
         }
-        let doc: serde_json::Value =
-            yaml::from_str(&f.contents).map_err(|source| GenerateError::Yaml {
-                path: f.path.clone(),
-                source: Box::new(source),
-            })?;
-        check_queries(&f.path, &doc)?;
-        // Patches and promtool files are not objects; the rest are.
-        if doc.get("apiVersion").is_none() {
-            continue;
-        }
-        let problems = validate::object(&doc);
-        if !problems.is_empty() {
-            return Err(GenerateError::Invalid {
-                path: f.path.clone(),
-                problems,
-            });
+        // A file may hold several objects (the NodePool and its EC2NodeClass): each is checked,
+        // and named by its position and kind when it fails.
+        let docs = yaml_documents(&f.contents);
+        for (k, text) in docs.iter().enumerate() {
+            let doc: serde_json::Value =
+                yaml::from_str(text).map_err(|source| GenerateError::Yaml {
+                    path: f.path.clone(),
+                    source: Box::new(source),
+                })?;
+            check_queries(&f.path, &doc)?;
+            // Patches and promtool files are not objects; the rest are.
+            if doc.get("apiVersion").is_none() {
+                continue;
+            }
+            let problems = validate::object(&doc);
+            if !problems.is_empty() {
+                let path = if docs.len() > 1 {
+                    format!(
+                        "{} (document {}, {})",
+                        f.path,
+                        k + 1,
+                        doc["kind"].as_str().unwrap_or("?")
+                    )
+                } else {
+                    f.path.clone()
+                };
+                return Err(GenerateError::Invalid { path, problems });
+            }
         }
     }
     Ok(files)

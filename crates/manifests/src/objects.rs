@@ -1,5 +1,5 @@
-//! KEDA, HPA, Prometheus-operator and Kubernetes workload objects as types that read and
-//! write.
+//! KEDA, HPA, Prometheus-operator, Karpenter and Kubernetes workload objects as types that
+//! read and write.
 //!
 //! A user's ScaledObject or PrometheusRule is loaded into these types (refused, when it does
 //! not fit, with the field's path and the line and column), checked ([`crate::validate`]
@@ -13,8 +13,14 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod karpenter;
 mod pod;
 
+pub use karpenter::{
+    After, BlockDeviceMapping, Budget, DO_NOT_DISRUPT, Disruption, EC2NodeClass, EC2NodeClassSpec,
+    Ebs, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassRef, NodePool, NodePoolSpec,
+    Requirement, SelectorTerm, Taint,
+};
 pub use pod::{
     Container, Deployment, DeploymentPatch, DeploymentPatchSpec, DeploymentSpec, Job, JobSpec,
     JsonPatch, PatchOp, PatchOpKind, PodSpec, PodTemplateSpec, Probe, Quantity, Resources,

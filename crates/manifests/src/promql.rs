@@ -26,7 +26,8 @@ impl Sel {
         }
     }
 
-    fn braces(&self) -> String {
+    /// The matchers in braces, `{a="b"}` (empty braces when there are none).
+    pub fn braces(&self) -> String {
         format!("{{{}}}", self.0)
     }
 }

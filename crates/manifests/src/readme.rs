@@ -7,6 +7,11 @@ use inferscale_analysis::Thresholds;
 
 use crate::Options;
 use crate::k8s::{grace_seconds, max_model_len};
+use crate::karpenter::{
+    GPU_TAINT, consolidate_after_s, gpu_limit, karpenter_duration, nodes_for, pool_name,
+    replicas_per_node, start_on_ready_node_s,
+};
+use crate::keda::scale_down_window_s;
 use crate::rules::Rules;
 
 fn opt(v: Option<f64>) -> String {
@@ -45,6 +50,11 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
     );
     let rows = [
         (
+            "karpenter-nodepool.yaml",
+            "The Karpenter NodePool and EC2NodeClass the GPU nodes come from (see *GPU nodes* below). Fill in the EC2NodeClass's role and `${CLUSTER_NAME}` first; skip it if your cluster has a GPU NodePool, but compare its disruption settings with these.",
+            "`envsubst < karpenter-nodepool.yaml \\| kubectl apply -f -`",
+        ),
+        (
             "servicemonitor.yaml",
             "Prometheus scrapes vLLM's `/metrics` every 15 s (selects the Service labelled `app: {svc}`, port `{port}`).",
             "`kubectl apply -f servicemonitor.yaml`",
@@ -66,7 +76,7 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         ),
         (
             "vllm-deployment-patch.yaml",
-            "Readiness only after a per-pod warm-up (a native sidecar running `inferscale warmup`), `karpenter.sh/do-not-disrupt`, a drain on termination.",
+            "Readiness only after a per-pod warm-up (a native sidecar running `inferscale warmup`), `karpenter.sh/do-not-disrupt`, the `nvidia.com/gpu` toleration, a drain on termination.",
             "`kubectl -n {ns} patch deployment {d} --patch-file vllm-deployment-patch.yaml`",
         ),
         (
@@ -149,7 +159,7 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         format!(
             "{} s → scale-down window {} s (at least the cold start, {} s)",
             t.scale_in.for_seconds,
-            t.scale_in.for_seconds.max(o.cold_start_s),
+            scale_down_window_s(t, o),
             o.cold_start_s
         ),
     );
@@ -159,6 +169,14 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             "{} (ScaledObject `activationThreshold`)",
             t.activation.queue_depth
         ),
+    );
+    let _ = writeln!(
+        r,
+        "| `consolidateAfter` | {} s | the scale-down window + one cold start (Karpenter keeps an empty GPU node that long) |\n| `limits.nvidia.com/gpu` | {} | the nodes {} replicas need, × {} GPU per node |",
+        consolidate_after_s(t, o),
+        gpu_limit(o),
+        o.max_replicas,
+        o.nodes.gpus_per_node
     );
     let _ = writeln!(
         r,
@@ -195,7 +213,60 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         "\n## Design notes\n\n- **Queue depth is the trigger** (`AverageValue` of the summed `vllm:num_requests_waiting`:\n  the HPA asks for `ceil(total / {q})` pods). It is additive across pods and reacts the moment\n  arrivals exceed capacity.\n- **The latency guardrail is a `Value` trigger on p95 queue time**, not a p95 fed as\n  `AverageValue` (the HPA would divide it by the replica count). Its query returns 0, not NaN,\n  when no request finished.\n- **No silent zeros**: the queue query has no `or vector(0)` and `ignoreNullValues` is\n  `\"false\"`, so a Prometheus outage or missing series is an error and the fallback holds at\n  least the current replicas (`currentReplicasIfHigher`).\n- **Explicit HPA behaviour**: scale out on a proposal held {up} s, up to +2 pods or ×2 per\n  minute; scale in on the highest proposal of {down} s, one pod per 2 minutes.\n- **Metric names**: dashboards and alerts read vLLM's current names and fall back to the\n  deprecated ones (`vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc`,\n  `vllm:inter_token_latency_seconds` / `vllm:time_per_output_token_seconds`).",
         q = t.scale_out.queue_depth_per_pod,
         up = t.scale_out.for_seconds,
-        down = t.scale_in.for_seconds.max(o.cold_start_s)
+        down = scale_down_window_s(t, o)
     );
+    nodes(&mut r, t, o);
     r
+}
+
+/// The section on GPU nodes: what `karpenter-nodepool.yaml` and the timing assume about them.
+fn nodes(r: &mut String, t: &Thresholds, o: &Options) {
+    let n = &o.nodes;
+    let plural = |k: u32, one: &str, many: &str| {
+        if k == 1 {
+            format!("{k} {one}")
+        } else {
+            format!("{k} {many}")
+        }
+    };
+    let window = scale_down_window_s(t, o);
+    let after = consolidate_after_s(t, o);
+    let _ = writeln!(
+        r,
+        "\n## GPU nodes (Karpenter)\n\nWhat `karpenter-nodepool.yaml` and the timing above assume about nodes (a rehearsal of the\nautoscaling replays the same):\n"
+    );
+    let _ = writeln!(
+        r,
+        "- **{} per node**: a replica requests {} (`nvidia.com/gpu`), a node has {} ({}),\n  so the maximum of {} needs {}; the NodePool's `limits` stop Karpenter at\n  {} GPUs.",
+        plural(replicas_per_node(o), "replica", "replicas"),
+        plural(n.gpus_per_replica, "GPU", "GPUs"),
+        plural(n.gpus_per_node, "GPU", "GPUs"),
+        n.gpu_name,
+        plural(o.max_replicas, "replica", "replicas"),
+        plural(nodes_for(o.max_replicas, o), "node", "nodes"),
+        gpu_limit(o)
+    );
+    let _ = writeln!(
+        r,
+        "- **Provisioning**: a replica that needs a new node spends about {} s of its {} s cold start\n  waiting for it (NodeClaim created to node ready with its GPUs); on a node that is already\n  up it serves after {} s.{}",
+        n.provisioning_s,
+        o.cold_start_s,
+        start_on_ready_node_s(o),
+        if n.provisioning_s > o.cold_start_s {
+            " The cold start given is shorter than the provisioning: check it against a replica\n  that started on a new node."
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        r,
+        "- **Removal**: `consolidationPolicy: WhenEmpty`, so a node goes only once its last vLLM pod\n  left, and `consolidateAfter: {}` ({after} s: the scale-down window, {window} s, plus one\n  cold start, {} s), so a replica asked back meanwhile finds a node; one node at a time\n  (`budgets: nodes: \"1\"`). The pods' `karpenter.sh/do-not-disrupt` keeps consolidation and\n  drift off nodes that serve; expiry (`expireAfter: 720h`) is not held off by it.",
+        karpenter_duration(after),
+        o.cold_start_s
+    );
+    let _ = writeln!(
+        r,
+        "- **Taint and toleration**: the nodes carry `{GPU_TAINT}:NoSchedule`;\n  `vllm-deployment-patch.yaml` gives the vLLM pods the toleration (`operator: Exists`),\n  replacing the pods' tolerations list. The GPU DaemonSets need it too (the NVIDIA device\n  plugin's chart tolerates it by default, the seeds' DCGM exporter values list it). To keep\n  the vLLM pods on this pool only, add `nodeSelector: {{karpenter.sh/nodepool: {}}}` to the\n  Deployment, as the seeds' Deployment does.",
+        pool_name(o)
+    );
 }

@@ -6,50 +6,31 @@
 //!   unknown fields as `kubectl apply --validate=strict` is;
 //! - [`keda_rules`]: the rules KEDA's admission webhook, the CRD's CEL rule and the HPA API
 //!   validation apply to a ScaledObject (listed in the autoscaling notes);
+//! - [`karpenter_rules`]: the CEL rules of Karpenter's NodePool and EC2NodeClass CRDs that an
+//!   OpenAPI validator cannot see (an `In` requirement without values, a budget's schedule
+//!   without its duration, restricted label domains, exactly one of `role`/`instanceProfile`,
+//!   AMI aliases);
 //! - [`lint`]: the pitfalls that are valid YAML but wrong (a p95 fed as `AverageValue`, NaN
 //!   that `or vector(0)` does not catch, `ignoreNullValues` left on, removed metric names).
 //!
-//! The CRD schemas are KEDA 2.20.2's and prometheus-operator 0.93.0's (`schemas/`).
+//! The CRD schemas are KEDA 2.20.2's, prometheus-operator 0.93.0's, Karpenter v1.14's NodePool
+//! (kubernetes-sigs/karpenter) and EC2NodeClass (aws/karpenter-provider-aws v1.14.1)
+//! (`schemas/`).
+
+mod crds;
+mod karpenter;
+
+pub use crds::{
+    EC2_NODE_CLASS_SCHEMA, NODE_POOL_SCHEMA, PROMETHEUS_RULE_SCHEMA, SCALED_OBJECT_SCHEMA,
+    SERVICE_MONITOR_SCHEMA, schema_for,
+};
+pub use karpenter::karpenter_rules;
 
 use std::sync::OnceLock;
 
 use inferscale_catalog::{Engine, NameStatus, Signal};
 use regex::Regex;
 use serde_json::Value;
-
-/// KEDA's ScaledObject (keda.sh/v1alpha1).
-pub const SCALED_OBJECT_SCHEMA: &str =
-    include_str!("../schemas/ScaledObject.v1alpha1.openapi.json");
-/// prometheus-operator's PrometheusRule (monitoring.coreos.com/v1).
-pub const PROMETHEUS_RULE_SCHEMA: &str = include_str!("../schemas/PrometheusRule.v1.openapi.json");
-/// prometheus-operator's ServiceMonitor (monitoring.coreos.com/v1).
-pub const SERVICE_MONITOR_SCHEMA: &str = include_str!("../schemas/ServiceMonitor.v1.openapi.json");
-
-/// The schema for an object's `apiVersion`/`kind`, if we carry one.
-pub fn schema_for(api_version: &str, kind: &str) -> Option<&'static Value> {
-    static CACHE: OnceLock<Vec<(&str, &str, Value)>> = OnceLock::new();
-    let all = CACHE.get_or_init(|| {
-        [
-            ("keda.sh/v1alpha1", "ScaledObject", SCALED_OBJECT_SCHEMA),
-            (
-                "monitoring.coreos.com/v1",
-                "PrometheusRule",
-                PROMETHEUS_RULE_SCHEMA,
-            ),
-            (
-                "monitoring.coreos.com/v1",
-                "ServiceMonitor",
-                SERVICE_MONITOR_SCHEMA,
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(a, k, text)| Some((a, k, serde_json::from_str(text).ok()?)))
-        .collect()
-    });
-    all.iter()
-        .find(|(a, k, _)| *a == api_version && *k == kind)
-        .map(|(_, _, v)| v)
-}
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -576,8 +557,9 @@ pub fn keda_rules(so: &Value, out: &mut Vec<Finding>) {
     }
 }
 
-/// Every problem with one Kubernetes object: schema (when we carry its CRD), names, and
-/// KEDA's rules for ScaledObjects. All are errors: the cluster would refuse the object.
+/// Every problem with one Kubernetes object: schema (when we carry its CRD), names, KEDA's
+/// rules for ScaledObjects and the CRDs' CEL rules for Karpenter's NodePools and
+/// EC2NodeClasses. All are errors: the cluster would refuse the object.
 pub fn object(doc: &Value) -> Vec<Finding> {
     let mut out = Vec::new();
     let api = doc["apiVersion"].as_str().unwrap_or("");
@@ -636,6 +618,12 @@ pub fn object(doc: &Value) -> Vec<Finding> {
     }
     if kind == "ScaledObject" {
         keda_rules(doc, &mut out);
+    }
+    if matches!(
+        (api, kind),
+        ("karpenter.sh/v1", "NodePool") | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+    ) {
+        karpenter_rules(doc, &mut out);
     }
     out
 }

@@ -225,7 +225,18 @@ fn inline(y: &Y) -> Option<String> {
 }
 
 fn block(out: &mut String, pad: &str, text: &str) {
-    out.push_str("|-\n");
+    // The chomping indicator keeps the text's ending: `|-` none, `|` one line break, `|+` all
+    // of them (a user's userData or script ends with one).
+    let chomp = if text.ends_with("\n\n") {
+        "+"
+    } else if text.ends_with('\n') {
+        ""
+    } else {
+        "-"
+    };
+    out.push('|');
+    out.push_str(chomp);
+    out.push('\n');
     for line in text.lines() {
         if line.is_empty() {
             out.push('\n');
@@ -347,6 +358,8 @@ mod tests {
             ("f", Y::Float(0.85)),
             ("whole", Y::Float(5.0)),
             ("q", Y::Block("sum(\n  vllm:num_requests_waiting\n)".into())),
+            ("script", Y::Block("a\nb\n".into())),
+            ("kept", Y::Block("a\n\n".into())),
             (
                 "items",
                 Y::Seq(vec![
@@ -371,6 +384,8 @@ mod tests {
         assert_eq!(v["f"], 0.85);
         assert_eq!(v["whole"], 5.0);
         assert_eq!(v["q"], "sum(\n  vllm:num_requests_waiting\n)");
+        assert_eq!(v["script"], "a\nb\n", "{text}");
+        assert_eq!(v["kept"], "a\n\n", "{text}");
         assert_eq!(v["items"][0]["value"], 2);
         assert_eq!(v["items"][1], "a: b");
         assert_eq!(v["items"][2][1], 2);

@@ -7,8 +7,12 @@
 use std::path::Path;
 
 use inferscale_analysis::Thresholds;
-use inferscale_manifests::validate::{lint, object};
-use inferscale_manifests::{Options, generate};
+use inferscale_manifests::karpenter::{
+    consolidate_after_s, gpu_limit, nodes_for, replicas_per_node,
+};
+use inferscale_manifests::validate::{lint, object, schema_for};
+use inferscale_manifests::{Options, generate, yaml_documents};
+use serde_json::json;
 
 fn testdata(rel: &str) -> String {
     std::fs::read_to_string(
@@ -40,6 +44,11 @@ fn yaml(text: &str) -> serde_json::Value {
     inferscale_manifests::yaml::from_str(text).unwrap()
 }
 
+/// The objects of a YAML stream.
+fn documents(text: &str) -> Vec<serde_json::Value> {
+    yaml_documents(text).into_iter().map(yaml).collect()
+}
+
 #[test]
 fn the_default_run_s_files_match_their_snapshots() {
     let files = generate(&thresholds(), &options()).unwrap();
@@ -56,6 +65,7 @@ fn the_default_run_s_files_match_their_snapshots() {
             "vllm-deployment-patch.yaml",
             "vllm-args-patch.yaml",
             "warmup-job.yaml",
+            "karpenter-nodepool.yaml",
             "grafana/1-service-slis.json",
             "grafana/2-engine.json",
             "grafana/3-gpu-dcgm.json",
@@ -72,17 +82,20 @@ fn every_object_validates_against_the_crds_and_keda_s_rules() {
     let files = generate(&thresholds(), &options()).unwrap();
     let mut kinds = Vec::new();
     for f in files.iter().filter(|f| f.path.ends_with(".yaml")) {
-        let doc = yaml(&f.contents);
-        if let Some(kind) = doc["kind"].as_str() {
-            assert_eq!(object(&doc), Vec::new(), "{}", f.path);
-            kinds.push(kind.to_owned());
+        for doc in documents(&f.contents) {
+            if let Some(kind) = doc["kind"].as_str() {
+                assert_eq!(object(&doc), Vec::new(), "{}", f.path);
+                kinds.push(kind.to_owned());
+            }
         }
     }
     kinds.sort();
     assert_eq!(
         kinds,
         [
+            "EC2NodeClass",
             "Job",
+            "NodePool",
             "PrometheusRule",
             "ScaledObject",
             "ServiceMonitor",
@@ -165,6 +178,239 @@ fn bad_names_and_settings_are_refused_with_the_flag() {
         (
             Box::new(|o: &mut Options| o.prometheus_url = "prometheus:9090".into()),
             "--prometheus-url",
+        ),
+    ] {
+        let mut o = options();
+        change(&mut o);
+        let e = generate(&t, &o).unwrap_err();
+        assert!(e.to_string().contains(flag), "{flag}: {e}");
+    }
+}
+
+/// Both objects of `karpenter-nodepool.yaml` pass the real Karpenter CRD schemas (and their
+/// CEL rules) with nothing to report, and carry what the rest of the configuration relies
+/// on: GPU requirements, the taint the Deployment patch tolerates, WhenEmpty consolidation no
+/// sooner than the ScaledObject's scale-in window plus a cold start, one node at a time, and a
+/// GPU limit from the replica maximum.
+#[test]
+fn the_karpenter_node_pool_and_node_class_validate_against_the_crds() {
+    let t = thresholds();
+    let o = options();
+    let files = generate(&t, &o).unwrap();
+    let text = &files
+        .iter()
+        .find(|f| f.path == "karpenter-nodepool.yaml")
+        .unwrap()
+        .contents;
+    let docs = documents(text);
+    assert_eq!(docs.len(), 2, "{text}");
+    let (pool, class) = (&docs[0], &docs[1]);
+    assert_eq!(
+        (pool["apiVersion"].as_str(), pool["kind"].as_str()),
+        (Some("karpenter.sh/v1"), Some("NodePool"))
+    );
+    assert_eq!(
+        (class["apiVersion"].as_str(), class["kind"].as_str()),
+        (Some("karpenter.k8s.aws/v1"), Some("EC2NodeClass"))
+    );
+    for doc in &docs {
+        assert!(
+            schema_for(
+                doc["apiVersion"].as_str().unwrap(),
+                doc["kind"].as_str().unwrap()
+            )
+            .is_some()
+        );
+        assert_eq!(object(doc), Vec::new(), "{doc}");
+    }
+    let spec = &pool["spec"];
+    let reqs = spec["template"]["spec"]["requirements"].as_array().unwrap();
+    let values = |key: &str| {
+        reqs.iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no requirement on {key}"))["values"]
+            .clone()
+    };
+    assert_eq!(
+        values("karpenter.k8s.aws/instance-gpu-name"),
+        json!(["l40s"])
+    );
+    assert_eq!(values("karpenter.k8s.aws/instance-gpu-count"), json!(["1"]));
+    assert_eq!(values("karpenter.sh/capacity-type"), json!(["on-demand"]));
+    assert_eq!(values("kubernetes.io/arch"), json!(["amd64"]));
+    assert_eq!(
+        values("karpenter.k8s.aws/instance-category"),
+        json!(["g", "p"])
+    );
+    assert_eq!(
+        spec["template"]["spec"]["taints"],
+        json!([{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        spec["template"]["spec"]["nodeClassRef"],
+        json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class["metadata"]["name"]})
+    );
+    let d = &spec["disruption"];
+    assert_eq!(d["consolidationPolicy"], "WhenEmpty");
+    assert_eq!(d["budgets"], json!([{"nodes": "1"}]));
+    // 300 s of scale-down window (the scale-in condition, and the cold start) + 300 s.
+    assert_eq!(consolidate_after_s(&t, &o), 600);
+    assert_eq!(d["consolidateAfter"], "10m");
+    let so = yaml(&files[0].contents);
+    let window = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+        ["stabilizationWindowSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(u64::from(consolidate_after_s(&t, &o)) >= window + u64::from(o.cold_start_s));
+    assert_eq!(spec["limits"]["nvidia.com/gpu"], json!(o.max_replicas));
+    // The vLLM pods tolerate the taint.
+    let patch = yaml(
+        &files
+            .iter()
+            .find(|f| f.path == "vllm-deployment-patch.yaml")
+            .unwrap()
+            .contents,
+    );
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["tolerations"],
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    let c = &class["spec"];
+    assert_eq!(c["amiSelectorTerms"], json!([{"alias": "al2023@latest"}]));
+    assert_eq!(
+        c["subnetSelectorTerms"][0]["tags"]["karpenter.sh/discovery"],
+        "${CLUSTER_NAME}"
+    );
+    assert_eq!(c["blockDeviceMappings"][0]["ebs"]["volumeSize"], "200Gi");
+}
+
+/// More GPUs per node than a replica needs: fewer nodes, the limit rounded up to whole nodes,
+/// and spot capacity when asked for.
+#[test]
+fn a_node_with_several_gpus_holds_several_replicas() {
+    let t = thresholds();
+    let mut o = options();
+    o.max_replicas = 5;
+    o.nodes.gpus_per_node = 4;
+    o.nodes.gpus_per_replica = 1;
+    o.nodes.capacity_types = vec!["spot".into(), "on-demand".into()];
+    assert_eq!(replicas_per_node(&o), 4);
+    assert_eq!(nodes_for(5, &o), 2);
+    assert_eq!(gpu_limit(&o), 8);
+    let files = generate(&t, &o).unwrap();
+    let text = &files
+        .iter()
+        .find(|f| f.path == "karpenter-nodepool.yaml")
+        .unwrap()
+        .contents;
+    let pool = &documents(text)[0];
+    assert_eq!(pool["spec"]["limits"]["nvidia.com/gpu"], 8);
+    let reqs = pool["spec"]["template"]["spec"]["requirements"]
+        .as_array()
+        .unwrap();
+    assert!(
+        reqs.iter()
+            .any(|r| r["values"] == json!(["spot", "on-demand"]))
+    );
+    assert!(reqs.iter().any(|r| r["values"] == json!(["4"])));
+}
+
+/// A NodePool with a value the CRD refuses is reported with the field's path.
+#[test]
+fn a_bad_node_pool_is_reported_with_the_field_path() {
+    let files = generate(&thresholds(), &options()).unwrap();
+    let text = &files
+        .iter()
+        .find(|f| f.path == "karpenter-nodepool.yaml")
+        .unwrap()
+        .contents;
+    let good = documents(text).remove(0);
+    let report = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut bad = good.clone();
+        change(&mut bad);
+        object(&bad)
+    };
+    let policy = report(&|p| p["spec"]["disruption"]["consolidationPolicy"] = json!("Sometimes"));
+    assert_eq!(policy.len(), 1, "{}", joined(&policy));
+    assert_eq!(policy[0].path, "spec.disruption.consolidationPolicy");
+    assert!(
+        policy[0].message.contains("\"Sometimes\" is not one of"),
+        "{}",
+        joined(&policy)
+    );
+    let after = report(&|p| p["spec"]["disruption"]["consolidateAfter"] = json!("5 minutes"));
+    assert_eq!(after.len(), 1, "{}", joined(&after));
+    assert_eq!(after[0].path, "spec.disruption.consolidateAfter");
+    assert!(
+        after[0].message.contains("does not match"),
+        "{}",
+        joined(&after)
+    );
+    let typo = report(&|p| {
+        p["spec"]["disruption"]["consolidateAftr"] = json!("5m");
+        p["spec"]["template"]["spec"]["taints"][0]["effect"] = json!("NoScheduling");
+        p["spec"]["template"]["spec"]["requirements"][1]["values"] = json!([]);
+    });
+    let all = joined(&typo);
+    assert!(
+        all.contains("spec.disruption.consolidateAftr: unknown field"),
+        "{all}"
+    );
+    assert!(all.contains("spec.template.spec.taints[0].effect"), "{all}");
+    assert!(
+        all.contains("spec.template.spec.requirements[1].values: requirements with operator 'In'"),
+        "{all}"
+    );
+}
+
+/// The seeds' own NodePool and EC2NodeClass (from the EKS guide) pass the same validator.
+#[test]
+fn the_seeds_karpenter_objects_pass_the_validator() {
+    let seeds = documents(&testdata(
+        "aws-eks/karpenter-gpu-inf-ec2nodeclass-nodepool.yaml",
+    ));
+    let kinds: Vec<&str> = seeds.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["EC2NodeClass", "NodePool"]);
+    for doc in &seeds {
+        assert_eq!(object(doc), Vec::new(), "{doc}");
+    }
+}
+
+#[test]
+fn bad_node_options_are_refused_with_the_flag() {
+    let t = thresholds();
+    for (change, flag) in [
+        (
+            Box::new(|o: &mut Options| o.nodes.gpu_name = "L40S".into())
+                as Box<dyn Fn(&mut Options)>,
+            "--gpu-name",
+        ),
+        (
+            Box::new(|o: &mut Options| o.nodes.gpus_per_replica = 0),
+            "--gpus-per-replica",
+        ),
+        (
+            Box::new(|o: &mut Options| {
+                o.nodes.gpus_per_replica = 2;
+                o.nodes.gpus_per_node = 1;
+            }),
+            "--gpus-per-node",
+        ),
+        (
+            Box::new(|o: &mut Options| o.nodes.capacity_types = vec!["preemptible".into()]),
+            "--capacity-types",
+        ),
+        (
+            Box::new(|o: &mut Options| o.nodes.capacity_types = vec![]),
+            "--capacity-types",
+        ),
+        (
+            Box::new(|o: &mut Options| o.nodes.root_volume_gib = 0),
+            "--root-volume",
+        ),
+        (
+            Box::new(|o: &mut Options| o.deployment = "a".repeat(62)),
+            "--deployment",
         ),
     ] {
         let mut o = options();

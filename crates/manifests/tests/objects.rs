@@ -6,10 +6,14 @@
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use inferscale_manifests::objects::{
-    Deployment, DeploymentPatch, Job, JsonPatch, LoadError, PatchOpKind, PrometheusRule, RuleFile,
-    ScaledObject, ServiceMonitor, appended_args, load, same_data, to_yaml,
+    After, Deployment, DeploymentPatch, EC2NodeClass, Job, JsonPatch, LoadError, NodePool,
+    PatchOpKind, PrometheusRule, Quantity, RuleFile, ScaledObject, ServiceMonitor, appended_args,
+    load, same_data, to_yaml,
 };
+use inferscale_manifests::yaml_documents;
 
 fn testdata(rel: &str) -> String {
     std::fs::read_to_string(
@@ -192,4 +196,111 @@ fn a_malformed_scaled_object_is_refused_with_the_path_and_the_line() {
     assert_eq!(e.path, "spec", "{e}");
     let e = refused("apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: [\n");
     assert!(e.line.is_some(), "a syntax error has a position: {e}");
+}
+
+fn gpu_limit(pool: &NodePool) -> Option<&Quantity> {
+    pool.limit("nvidia.com/gpu")
+}
+
+#[test]
+fn the_generated_node_pool_and_node_class_round_trip() {
+    let files = generated();
+    let text = &files
+        .iter()
+        .find(|f| f.path == "karpenter-nodepool.yaml")
+        .unwrap()
+        .contents;
+    let docs = yaml_documents(text);
+    assert_eq!(docs.len(), 2);
+    let pool: NodePool = round_trips("karpenter-nodepool.yaml: NodePool", docs[0]);
+    assert_eq!(pool.consolidation_policy(), "WhenEmpty");
+    assert_eq!(
+        pool.consolidate_after(),
+        Some(After::Wait(Duration::from_secs(600)))
+    );
+    let budgets = pool.budgets();
+    assert_eq!(budgets.len(), 1);
+    assert_eq!(budgets[0].nodes, "1");
+    assert_eq!(
+        pool.requirement("karpenter.k8s.aws/instance-gpu-name")
+            .map(|r| r.values.clone()),
+        Some(vec!["l40s".to_owned()])
+    );
+    let taints = &pool.spec.template.spec.taints;
+    assert_eq!(taints.len(), 1);
+    assert_eq!(
+        (taints[0].key.as_str(), taints[0].effect.as_str()),
+        ("nvidia.com/gpu", "NoSchedule")
+    );
+    assert_eq!(
+        gpu_limit(&pool),
+        Some(&Quantity::Number(serde_json::Number::from(5)))
+    );
+    // The pods carry do-not-disrupt; the nodes do not (an empty node must go).
+    assert!(!pool.do_not_disrupt());
+    let class: EC2NodeClass = round_trips("karpenter-nodepool.yaml: EC2NodeClass", docs[1]);
+    assert_eq!(
+        pool.spec.template.spec.node_class_ref.name,
+        class.metadata.name
+    );
+    assert_eq!(
+        class.spec.ami_selector_terms[0].alias.as_deref(),
+        Some("al2023@latest")
+    );
+    let root = &class.spec.block_device_mappings[0];
+    assert_eq!(root.root_volume, Some(true));
+    assert_eq!(
+        root.ebs.as_ref().and_then(|e| e.volume_size.as_deref()),
+        Some("200Gi")
+    );
+}
+
+#[test]
+fn the_seeds_node_pool_and_node_class_round_trip() {
+    let seeds = testdata("aws-eks/karpenter-gpu-inf-ec2nodeclass-nodepool.yaml");
+    let docs = yaml_documents(&seeds);
+    let class: EC2NodeClass = round_trips("seeds: EC2NodeClass", docs[0]);
+    assert_eq!(
+        class.spec.role.as_deref(),
+        Some("eksctl-KarpenterNodeRole-${CLUSTER_NAME}")
+    );
+    assert_eq!(class.spec.instance_store_policy.as_deref(), Some("RAID0"));
+    assert!(class.spec.extra.contains_key("userData"));
+    let pool: NodePool = round_trips("seeds: NodePool", docs[1]);
+    // No disruption block: Karpenter's defaults.
+    assert_eq!(pool.consolidation_policy(), "WhenEmptyOrUnderutilized");
+    assert_eq!(pool.consolidate_after(), Some(After::Wait(Duration::ZERO)));
+    assert_eq!(pool.budgets()[0].nodes, "10%");
+    let generation = pool
+        .requirement("karpenter.k8s.aws/instance-generation")
+        .unwrap();
+    assert_eq!(
+        (generation.operator.as_str(), generation.values.as_slice()),
+        ("Gt", ["4".to_owned()].as_slice())
+    );
+    assert_eq!(
+        pool.limit("cpu"),
+        Some(&Quantity::Number(serde_json::Number::from(1000)))
+    );
+    assert_eq!(pool.limit("memory"), Some(&Quantity::Text("5000Gi".into())));
+    assert_eq!(pool.spec.template.spec.taints[0].key, "nvidia.com/gpu");
+    // Written with the do-not-disrupt annotation on its nodes, it reads back.
+    let annotated = docs[1].replace(
+        "    metadata:\n      labels:\n",
+        "    metadata:\n      annotations:\n        karpenter.sh/do-not-disrupt: \"true\"\n      labels:\n",
+    );
+    let pool: NodePool = round_trips("seeds: NodePool, annotated", &annotated);
+    assert!(pool.do_not_disrupt());
+}
+
+#[test]
+fn a_malformed_node_pool_is_refused_with_the_path_and_the_line() {
+    let seeds = testdata("aws-eks/karpenter-gpu-inf-ec2nodeclass-nodepool.yaml");
+    let pool = yaml_documents(&seeds)[1];
+    let e = load::<NodePool>(&pool.replace("          effect: NoSchedule\n", "")).unwrap_err();
+    assert_eq!(e.path, "spec.template.spec.taints[0]", "{e}");
+    assert!(e.message.contains("missing field `effect`"), "{e}");
+    let e = load::<NodePool>(&pool.replace("values: [\"4\"]", "values: 4")).unwrap_err();
+    assert_eq!(e.path, "spec.template.spec.requirements[3].values", "{e}");
+    assert!(e.line.is_some(), "{e}");
 }

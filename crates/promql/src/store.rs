@@ -319,11 +319,83 @@ impl Store {
         self.last_scrape.insert(target.clone(), now);
         w
     }
+
+    /// Retention: drops every sample older than `cutoff` (ms) and the series left without
+    /// one, as Prometheus' head compaction does past its retention. A long virtual-time run
+    /// (a day of pods coming and going) keeps queries as fast as its first hour this way.
+    /// Returns how many series were dropped.
+    pub fn retain_after(&mut self, cutoff: i64) -> usize {
+        let mut map = vec![usize::MAX; self.series.len()];
+        let mut kept = Vec::with_capacity(self.series.len());
+        for (i, mut s) in std::mem::take(&mut self.series).into_iter().enumerate() {
+            let first = s.points.partition_point(|p| p.t < cutoff);
+            s.points.drain(..first);
+            if !s.points.is_empty() {
+                map[i] = kept.len();
+                kept.push(s);
+            }
+        }
+        let dropped = map.len() - kept.len();
+        self.series = kept;
+        self.index.retain(|_, i| {
+            *i = map[*i];
+            *i != usize::MAX
+        });
+        for ids in self.by_name.values_mut() {
+            ids.retain_mut(|i| {
+                *i = map[*i];
+                *i != usize::MAX
+            });
+        }
+        self.by_name.retain(|_, ids| !ids.is_empty());
+        for set in self.last_scrape.values_mut() {
+            *set = set
+                .iter()
+                .map(|&i| map[i])
+                .filter(|&i| i != usize::MAX)
+                .collect();
+        }
+        dropped
+    }
+
+    /// The target is gone (its pod was deleted): as Prometheus does when service discovery
+    /// drops a target, every series it served last gets a staleness marker at `t` (ms), and
+    /// no `up` sample is written. Returns how many markers were written.
+    pub fn forget(&mut self, target: &Labels, t: i64) -> usize {
+        let before = self.last_scrape.remove(target).unwrap_or_default();
+        let mut n = 0;
+        for i in before {
+            if self.push_at(i, t, f64::from_bits(STALE_NAN_BITS)).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_drops_old_samples_and_empty_series_and_keeps_the_rest_findable() {
+        let mut st = Store::new();
+        let a = Labels::new([(NAME, "m"), ("pod", "a")]);
+        let b = Labels::new([(NAME, "m"), ("pod", "b")]);
+        for t in 0..10 {
+            st.push(a.clone(), t * 1000, t as f64)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        st.push(b.clone(), 20_000, 1.0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.retain_after(15_000), 1, "a had nothing after 15 s");
+        assert_eq!(st.named("m").count(), 1);
+        assert_eq!(st.named("m").next().map(|s| s.labels.get("pod")), Some("b"));
+        // The kept series still takes samples; the dropped one starts afresh.
+        st.push(b, 21_000, 2.0).unwrap_or_else(|e| panic!("{e}"));
+        st.push(a, 22_000, 3.0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.sample_count(), 3);
+    }
 
     #[test]
     fn labels_are_sorted_and_empty_means_absent() {

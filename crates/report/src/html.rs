@@ -17,7 +17,7 @@ const PURPLE: &str = "#7c3aed";
 const GREY: &str = "#6b7280";
 const TEAL: &str = "#0d9488";
 
-const CSS: &str = "
+pub(crate) const CSS: &str = "
 body{font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#111827;background:#f9fafb}
 main{max-width:1120px;margin:0 auto;padding:24px}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
@@ -44,7 +44,7 @@ code{background:#f3f4f6;padding:0 3px;border-radius:3px}
 
 /// After load: every chart must hold drawn elements; the result goes into `data-*` attributes
 /// of `<body>` (a headless browser's DOM dump shows it) and errors into `data-errors`.
-const SCRIPT: &str = "
+pub(crate) const SCRIPT: &str = "
 window.addEventListener('error',function(e){var b=document.body;b.dataset.errors=(b.dataset.errors||'')+e.message+';';});
 window.addEventListener('load',function(){var c=document.querySelectorAll('svg.chart');var drawn=0,empty=0;
 c.forEach(function(s){if(s.dataset.empty){empty++;return;}var n=s.querySelectorAll('path,rect.bar,circle').length;var bb=s.getBBox();if(n>0&&bb.width>0&&bb.height>0){drawn++;}});

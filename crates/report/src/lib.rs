@@ -2,6 +2,7 @@
 //! ([`html`]), and the same numbers as a terminal summary ([`text`]). Pure: strings out.
 
 pub mod html;
+pub mod rehearsal;
 pub mod svg;
 pub mod text;
 

@@ -40,7 +40,7 @@ use std::sync::Arc;
 pub use access::{AccessLogError, AccessLogSummary};
 pub use faults::{Fate, Faults};
 pub use lag::{ClockLag, LagMeter};
-pub use offline::Exporter;
+pub use offline::{Exporter, FleetExporters};
 pub use replica::Clock;
 pub use server::HEADER_READ_TIMEOUT;
 pub use tokens::{count_chat, count_text};

@@ -413,6 +413,19 @@ fn runtime_family<'a>(
 
 /// Renders the whole `/metrics` body.
 pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
+    write(
+        &exposition(s, ctx, http, &|_| true),
+        WriteOptions::new(Format::PrometheusText),
+    )
+}
+
+/// The `/metrics` families `keep` accepts (by family name), as an exposition.
+pub(crate) fn exposition<'a>(
+    s: &Stats,
+    ctx: &Context<'a>,
+    http: &HttpStats,
+    keep: &dyn Fn(&str) -> bool,
+) -> Exposition<'a> {
     let mut out = Out {
         exp: Exposition::new(Format::PrometheusText),
         created: ctx.created,
@@ -421,45 +434,51 @@ pub(crate) fn render(s: &Stats, ctx: &Context<'_>, http: &HttpStats) -> String {
         .iter()
         .partition(|(n, _, _)| !n.starts_with("http_"));
     for (name, kind, help) in before {
-        runtime_family(&mut out, name, kind, help, ctx, http);
+        if keep(name) {
+            runtime_family(&mut out, name, kind, help, ctx, http);
+        }
     }
-    for fam in FAMILIES {
+    for fam in FAMILIES.iter().filter(|f| keep(f.name)) {
         vllm_family(&mut out, fam, ctx, s);
     }
     if ctx.show_deprecated {
-        for (fam, _) in DEPRECATED_FAMILIES {
+        for (fam, _) in DEPRECATED_FAMILIES.iter().filter(|(f, _)| keep(f.name)) {
             vllm_family(&mut out, fam, ctx, s);
         }
     }
-    let block = "16".to_owned();
-    let blocks = s.num_gpu_blocks.to_string();
-    let util = inferscale_promtext::format_float(
-        ctx.gpu_memory_utilization,
-        inferscale_promtext::FloatStyle::Python,
-    );
-    let labels: Labels<'_> = CACHE_CONFIG_INFO
-        .iter()
-        .map(|(k, v)| {
-            let v: Cow<'_, str> = match *k {
-                "block_size" => Cow::Owned(block.clone()),
-                "num_gpu_blocks" => Cow::Owned(blocks.clone()),
-                "gpu_memory_utilization" => Cow::Owned(util.clone()),
-                "cache_dtype" => Cow::Owned(ctx.cache_dtype.to_owned()),
-                // Prefix caching is not simulated, and the label says so.
-                "enable_prefix_caching" => Cow::Borrowed("False"),
-                _ => Cow::Borrowed(*v),
-            };
-            (Cow::Borrowed(*k), v)
-        })
-        .collect();
-    out.family(
-        "vllm:cache_config_info",
-        MetricType::Gauge,
-        "Information of the LLMEngine CacheConfig",
-    );
-    out.sample("vllm:cache_config_info", labels, 1.0);
-    for (name, kind, help) in after {
-        runtime_family(&mut out, name, kind, help, ctx, http);
+    if keep("vllm:cache_config_info") {
+        let block = "16".to_owned();
+        let blocks = s.num_gpu_blocks.to_string();
+        let util = inferscale_promtext::format_float(
+            ctx.gpu_memory_utilization,
+            inferscale_promtext::FloatStyle::Python,
+        );
+        let labels: Labels<'_> = CACHE_CONFIG_INFO
+            .iter()
+            .map(|(k, v)| {
+                let v: Cow<'_, str> = match *k {
+                    "block_size" => Cow::Owned(block.clone()),
+                    "num_gpu_blocks" => Cow::Owned(blocks.clone()),
+                    "gpu_memory_utilization" => Cow::Owned(util.clone()),
+                    "cache_dtype" => Cow::Owned(ctx.cache_dtype.to_owned()),
+                    // Prefix caching is not simulated, and the label says so.
+                    "enable_prefix_caching" => Cow::Borrowed("False"),
+                    _ => Cow::Borrowed(*v),
+                };
+                (Cow::Borrowed(*k), v)
+            })
+            .collect();
+        out.family(
+            "vllm:cache_config_info",
+            MetricType::Gauge,
+            "Information of the LLMEngine CacheConfig",
+        );
+        out.sample("vllm:cache_config_info", labels, 1.0);
     }
-    write(&out.exp, WriteOptions::new(Format::PrometheusText))
+    for (name, kind, help) in after {
+        if keep(name) {
+            runtime_family(&mut out, name, kind, help, ctx, http);
+        }
+    }
+    out.exp
 }

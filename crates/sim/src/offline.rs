@@ -4,6 +4,7 @@
 //! simulator would, without HTTP or wall time.
 
 use inferscale_engine::{Engine, EngineConfig};
+use inferscale_promtext::Exposition;
 
 use crate::dcgm::DcgmState;
 use crate::metrics::{self, HttpStats, ProcessInfo};
@@ -36,7 +37,18 @@ impl Exporter {
 
     /// vLLM's `/metrics` body for `engine` now (the process and HTTP families at rest).
     pub fn vllm(&self, engine: &Engine) -> String {
-        let ctx = metrics::Context {
+        metrics::render(engine.stats(), &self.context(), &HttpStats::default())
+    }
+
+    /// The families of vLLM's `/metrics` that `keep` accepts (by family name), as an
+    /// exposition: what a scrape of [`Exporter::vllm`] would store, without writing and
+    /// parsing the text (the rehearsal scrapes every replica every 15 s for a day).
+    pub fn vllm_exposition(&self, engine: &Engine, keep: &dyn Fn(&str) -> bool) -> Exposition<'_> {
+        metrics::exposition(engine.stats(), &self.context(), &HttpStats::default(), keep)
+    }
+
+    fn context(&self) -> metrics::Context<'_> {
+        metrics::Context {
             model_name: &self.model_name,
             created: self.created_unix,
             gpu_memory_utilization: self.cfg.gpu_memory_utilization,
@@ -51,8 +63,7 @@ impl Exporter {
                 max_fds: 1024.0,
                 ..ProcessInfo::default()
             },
-        };
-        metrics::render(engine.stats(), &ctx, &HttpStats::default())
+        }
     }
 
     /// The DCGM exporter's body for `engine` at virtual time `now` (readings averaged since
@@ -66,5 +77,58 @@ impl Exporter {
         self.dcgm.collect(&snap, &self.cfg.gpu);
         self.dcgm
             .render(&self.cfg, &self.hostname, self.cfg.seed, self.replica)
+    }
+}
+
+/// The exporters of every replica of a fleet in virtual time, by the fleet's replica ids:
+/// what a rehearsal's Prometheus scrapes.
+#[derive(Debug, Clone)]
+pub struct FleetExporters {
+    cfg: EngineConfig,
+    model_name: String,
+    by_replica: std::collections::HashMap<usize, Exporter>,
+}
+
+impl FleetExporters {
+    /// Exporters for replicas configured as `cfg`, serving `model_name`.
+    pub fn new(cfg: &EngineConfig, model_name: &str) -> Self {
+        FleetExporters {
+            cfg: cfg.clone(),
+            model_name: model_name.to_owned(),
+            by_replica: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Calls `out` with replica `id`'s vLLM families that `keep` accepts and, when `keep`
+    /// accepts any `DCGM_` family, its GPU exporter's (`gpu` true), at virtual time `now`.
+    pub fn collect(
+        &mut self,
+        id: usize,
+        engine: &Engine,
+        now: f64,
+        keep: &dyn Fn(&str) -> bool,
+        out: &mut dyn FnMut(bool, &Exposition<'_>),
+    ) {
+        let (cfg, model) = (&self.cfg, &self.model_name);
+        let e = self
+            .by_replica
+            .entry(id)
+            .or_insert_with(|| Exporter::new(cfg, model, 0.0, id));
+        out(false, &e.vllm_exposition(engine, keep));
+        if inferscale_catalog::dcgm::DEFAULT_FIELDS
+            .iter()
+            .chain(inferscale_catalog::dcgm::ECC_FIELDS)
+            .any(|f| keep(f.name))
+        {
+            let text = e.dcgm(engine, now);
+            if let Ok(exp) = inferscale_promtext::parse(text.as_bytes()) {
+                out(true, &exp);
+            }
+        }
+    }
+
+    /// Forgets replica `id` (it left).
+    pub fn remove(&mut self, id: usize) {
+        self.by_replica.remove(&id);
     }
 }

@@ -5,6 +5,7 @@ pub(crate) mod docs;
 pub(crate) mod generate;
 pub(crate) mod load;
 pub(crate) mod query;
+pub(crate) mod rehearse;
 pub(crate) mod run;
 pub(crate) mod scrape;
 pub(crate) mod sim;

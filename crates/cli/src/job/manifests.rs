@@ -86,6 +86,7 @@ fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Opti
         max_model_len: c.max_model_len.unwrap_or(0),
         inferscale_image: c.inferscale_image.clone(),
         runbook_url: c.runbook_url.clone(),
+        nodes: inferscale_manifests::NodeOptions::default(),
     })
 }
 

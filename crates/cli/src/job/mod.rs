@@ -4,3 +4,4 @@
 pub(crate) mod analysis;
 pub(crate) mod load;
 pub(crate) mod manifests;
+pub(crate) mod rehearse;

@@ -1,0 +1,139 @@
+//! The built-in set of autoscaling signals `--compare-signals` rehearses side by side: each
+//! a ScaledObject derived from the same measured thresholds as the generated one (same
+//! replicas, behavior and fallback), differing only in its one trigger.
+
+use inferscale_analysis::Thresholds;
+use inferscale_catalog::Signal;
+use inferscale_manifests::objects::{self, ScaledObject, Trigger};
+use inferscale_manifests::promql::{self as q, Sel};
+use inferscale_manifests::{Options, keda};
+
+/// One signal: a short name, what it is, and its ScaledObject.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// `queue`, `running`, `kv-cache`, `gpu-util`, `p95-e2e`, `p95-queue-time`.
+    pub name: &'static str,
+    /// The trigger in words.
+    pub about: String,
+    /// The ScaledObject.
+    pub object: ScaledObject,
+}
+
+fn trigger(name: &str, query: String, metric_type: &str, threshold: f64, o: &Options) -> Trigger {
+    let mut metadata = std::collections::BTreeMap::new();
+    metadata.insert("serverAddress".to_owned(), o.prometheus_url.clone());
+    metadata.insert("query".to_owned(), query);
+    metadata.insert("threshold".to_owned(), format!("{threshold}"));
+    metadata.insert("ignoreNullValues".to_owned(), "false".to_owned());
+    Trigger {
+        kind: "prometheus".to_owned(),
+        name: Some(name.to_owned()),
+        metric_type: Some(metric_type.to_owned()),
+        use_cached_metrics: None,
+        metadata,
+        authentication_ref: None,
+        extra: Default::default(),
+    }
+}
+
+/// The six signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
+/// target).
+pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32) -> Vec<Derived> {
+    let base: ScaledObject = objects::load(&keda::scaled_object(t, o))
+        .unwrap_or_else(|e| unreachable!("the generated ScaledObject loads: {e}"));
+    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    let gpu_sel = Sel::exact(&[("namespace", &o.namespace)]);
+    let running_target = (f64::from(max_num_seqs) * 0.8).floor().max(1.0);
+    let sum = |s: Signal, sel: &Sel| format!("sum({})", q::series(s, sel));
+    let list = [
+        (
+            "queue",
+            format!(
+                "waiting requests, AverageValue {} per pod (the generated trigger)",
+                t.scale_out.queue_depth_per_pod
+            ),
+            trigger(
+                "queue",
+                keda::queue_query(o),
+                "AverageValue",
+                f64::from(t.scale_out.queue_depth_per_pod),
+                o,
+            ),
+        ),
+        (
+            "running",
+            format!(
+                "running requests, AverageValue {running_target} per pod (80 % of max_num_seqs {max_num_seqs})"
+            ),
+            trigger(
+                "running",
+                sum(Signal::Running, &sel),
+                "AverageValue",
+                running_target,
+                o,
+            ),
+        ),
+        (
+            "kv-cache",
+            "KV-cache usage, AverageValue 0.8 per pod".to_owned(),
+            trigger(
+                "kv",
+                sum(Signal::KvCacheUsage, &sel),
+                "AverageValue",
+                0.8,
+                o,
+            ),
+        ),
+        (
+            "gpu-util",
+            "GPU utilisation (DCGM), AverageValue 80 % per GPU".to_owned(),
+            trigger(
+                "gpu",
+                format!("sum({}{})", q::dcgm_name(Signal::GpuUtil), gpu_sel.braces()),
+                "AverageValue",
+                80.0,
+                o,
+            ),
+        ),
+        (
+            "p95-e2e",
+            format!(
+                "p95 end-to-end latency over 2 min, Value {} s",
+                t.scale_out.p95_e2e_seconds
+            ),
+            trigger(
+                "e2e",
+                q::quantile_or_zero(0.95, Signal::E2eLatency, &sel, "2m"),
+                "Value",
+                t.scale_out.p95_e2e_seconds,
+                o,
+            ),
+        ),
+        (
+            "p95-queue-time",
+            format!(
+                "p95 time in vLLM's queue over 2 min, Value {} s",
+                t.scale_out.p95_queue_time_seconds
+            ),
+            trigger(
+                "queue-time",
+                keda::guardrail_query(o),
+                "Value",
+                t.scale_out.p95_queue_time_seconds,
+                o,
+            ),
+        ),
+    ];
+    list.into_iter()
+        .map(|(name, about, tr)| {
+            let mut object = base.clone();
+            object.metadata.name = format!("{}-{name}", base.metadata.name);
+            object.spec.triggers = vec![tr];
+            Derived {
+                name,
+                about,
+                object,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,391 @@
+//! The offered load of a rehearsal: a rate over time, as a trace or a pattern, and the
+//! seeded Poisson arrivals it implies.
+//!
+//! A trace is CSV `time_s,rps` (a header line is optional; `#` starts a comment), each rate
+//! held until the next row's time and the last one until the end. A pattern is a list of
+//! segments, each `kind:rates@duration`:
+//!
+//! - `hold:60@10m` (also `step:` and `drop:`): 60 req/s for ten minutes;
+//! - `ramp:0..60@10m`: from 0 to 60 req/s, linearly;
+//! - `diurnal:20..500@24h`: a day: the low rate at the start and the end, the high one
+//!   half-way, along a cosine.
+
+use inferscale_rng::Rng;
+
+/// The highest rate a rehearsal takes, req/s.
+pub const MAX_RPS: f64 = 100_000.0;
+
+/// One piece of the rate: linear from `r0` to `r1` over `[start, end)`, or a half cosine
+/// wave for a diurnal segment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Segment {
+    start: f64,
+    end: f64,
+    r0: f64,
+    r1: f64,
+    diurnal: bool,
+}
+
+impl Segment {
+    fn rate(&self, t: f64) -> f64 {
+        let len = (self.end - self.start).max(1e-9);
+        let x = ((t - self.start) / len).clamp(0.0, 1.0);
+        if self.diurnal {
+            let w = (1.0 - (2.0 * std::f64::consts::PI * x).cos()) / 2.0;
+            self.r0 + (self.r1 - self.r0) * w
+        } else {
+            self.r0 + (self.r1 - self.r0) * x
+        }
+    }
+
+    fn peak(&self) -> f64 {
+        self.r0.max(self.r1)
+    }
+}
+
+/// A trace or pattern that cannot be read: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{where_}: {message}")]
+pub struct TrafficError {
+    /// `line 4` of a trace, or `segment 2 ("ramp:0..x@1m")` of a pattern.
+    pub where_: String,
+    /// What was expected.
+    pub message: String,
+}
+
+/// The offered rate over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Traffic {
+    segments: Vec<Segment>,
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (req/s)"))?;
+    if !(0.0..=MAX_RPS).contains(&v) {
+        return Err(format!("{v} req/s is outside 0..={MAX_RPS}"));
+    }
+    Ok(v)
+}
+
+impl Traffic {
+    /// A constant rate from 0 on.
+    pub fn constant(rps: f64) -> Traffic {
+        Traffic {
+            segments: vec![Segment {
+                start: 0.0,
+                end: f64::INFINITY,
+                r0: rps,
+                r1: rps,
+                diurnal: false,
+            }],
+        }
+    }
+
+    /// Reads a CSV trace.
+    pub fn from_csv(text: &str) -> Result<Traffic, TrafficError> {
+        let mut rows: Vec<(f64, f64)> = Vec::new();
+        for (n, raw) in text.lines().enumerate() {
+            let at = || format!("line {}", n + 1);
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+            if rows.is_empty() && cols.first().is_some_and(|c| c.parse::<f64>().is_err()) {
+                if cols != ["time_s", "rps"] {
+                    return Err(TrafficError {
+                        where_: at(),
+                        message: format!("{line:?}: the header must be time_s,rps"),
+                    });
+                }
+                continue;
+            }
+            if cols.len() != 2 {
+                return Err(TrafficError {
+                    where_: at(),
+                    message: format!("{line:?}: expected two columns, time_s,rps"),
+                });
+            }
+            let t: f64 = cols[0]
+                .parse()
+                .ok()
+                .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| TrafficError {
+                    where_: at(),
+                    message: format!("time_s {:?} is not a time of 0 s or more", cols[0]),
+                })?;
+            let r = rate(cols[1]).map_err(|m| TrafficError {
+                where_: at(),
+                message: format!("rps: {m}"),
+            })?;
+            if let Some(&(prev, _)) = rows.last()
+                && t <= prev
+            {
+                return Err(TrafficError {
+                    where_: at(),
+                    message: format!("time_s {t} is not after the previous row's {prev}"),
+                });
+            }
+            rows.push((t, r));
+        }
+        if rows.is_empty() {
+            return Err(TrafficError {
+                where_: "the trace".into(),
+                message: "no rows (expected lines of time_s,rps)".into(),
+            });
+        }
+        let mut segments = Vec::new();
+        if rows[0].0 > 0.0 {
+            segments.push(Segment {
+                start: 0.0,
+                end: rows[0].0,
+                r0: 0.0,
+                r1: 0.0,
+                diurnal: false,
+            });
+        }
+        for (i, &(t, r)) in rows.iter().enumerate() {
+            let end = rows.get(i + 1).map_or(f64::INFINITY, |n| n.0);
+            segments.push(Segment {
+                start: t,
+                end,
+                r0: r,
+                r1: r,
+                diurnal: false,
+            });
+        }
+        Ok(Traffic { segments })
+    }
+
+    /// Reads a pattern, with `duration` reading one duration in seconds.
+    pub fn pattern(
+        text: &str,
+        duration: impl Fn(&str) -> Result<f64, String>,
+    ) -> Result<Traffic, TrafficError> {
+        let mut segments = Vec::new();
+        let mut t = 0.0;
+        for (i, part) in text.split(',').enumerate() {
+            let part = part.trim();
+            let fail = |m: String| TrafficError {
+                where_: format!("segment {} ({part:?})", i + 1),
+                message: m,
+            };
+            let (kind, rest) = part
+                .split_once(':')
+                .ok_or_else(|| fail("expected kind:rates@duration, e.g. hold:60@10m".into()))?;
+            let (rates, len) = rest
+                .split_once('@')
+                .ok_or_else(|| fail("expected rates@duration, e.g. 60@10m".into()))?;
+            let len = duration(len.trim()).map_err(&fail)?;
+            if len <= 0.0 {
+                return Err(fail("the duration must be more than 0".into()));
+            }
+            let (r0, r1, diurnal) = match kind.trim() {
+                "hold" | "step" | "drop" => {
+                    let r = rate(rates).map_err(&fail)?;
+                    (r, r, false)
+                }
+                "ramp" | "diurnal" => {
+                    let (a, b) = rates
+                        .split_once("..")
+                        .ok_or_else(|| fail(format!("{kind} takes FROM..TO rates")))?;
+                    (
+                        rate(a).map_err(&fail)?,
+                        rate(b).map_err(&fail)?,
+                        kind.trim() == "diurnal",
+                    )
+                }
+                other => {
+                    return Err(fail(format!(
+                        "{other:?} is not hold, step, drop, ramp or diurnal"
+                    )));
+                }
+            };
+            segments.push(Segment {
+                start: t,
+                end: t + len,
+                r0,
+                r1,
+                diurnal,
+            });
+            t += len;
+        }
+        segments.push(Segment {
+            start: t,
+            end: f64::INFINITY,
+            r0: 0.0,
+            r1: 0.0,
+            diurnal: false,
+        });
+        Ok(Traffic { segments })
+    }
+
+    /// Where the trace or pattern's last change is (a pattern's end; a trace's last row).
+    pub fn natural_end(&self) -> f64 {
+        self.segments
+            .iter()
+            .rev()
+            .find(|s| s.end.is_finite())
+            .map_or(0.0, |s| s.end)
+    }
+
+    /// The rate at `t`.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        self.segments
+            .iter()
+            .find(|s| t >= s.start && t < s.end)
+            .map_or(0.0, |s| s.rate(t))
+    }
+
+    /// The highest rate before `end`.
+    pub fn peak(&self, end: f64) -> f64 {
+        self.segments
+            .iter()
+            .filter(|s| s.start < end)
+            .map(Segment::peak)
+            .fold(0.0, f64::max)
+    }
+
+    /// Expected arrivals in `[0, end)` (for sizing), by the trapezoid rule per second.
+    pub fn expected(&self, end: f64) -> f64 {
+        let mut n = 0.0;
+        let mut t = 0.0;
+        while t < end {
+            let dt = (end - t).min(1.0);
+            n += self.rate_at(t + dt / 2.0) * dt;
+            t += dt;
+        }
+        n
+    }
+
+    /// Poisson arrival times in `[0, end)`, seeded: thinning of a homogeneous process at
+    /// each segment's peak rate.
+    pub fn arrivals(&self, end: f64, seed: u64) -> Arrivals<'_> {
+        Arrivals {
+            traffic: self,
+            rng: Rng::new(seed),
+            seg: 0,
+            t: 0.0,
+            end,
+        }
+    }
+}
+
+/// See [`Traffic::arrivals`].
+pub struct Arrivals<'a> {
+    traffic: &'a Traffic,
+    rng: Rng,
+    seg: usize,
+    t: f64,
+    end: f64,
+}
+
+impl Iterator for Arrivals<'_> {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        loop {
+            let s = *self.traffic.segments.get(self.seg)?;
+            if self.t >= self.end {
+                return None;
+            }
+            let peak = s.peak();
+            if peak <= 0.0 {
+                self.t = s.end;
+                self.seg += 1;
+                continue;
+            }
+            let u = self.rng.next_f64().max(1e-300);
+            let next = self.t - u.ln() / peak;
+            if next >= s.end {
+                // Memoryless: restart the clock at the segment's end.
+                self.t = s.end;
+                self.seg += 1;
+                continue;
+            }
+            self.t = next;
+            if next >= self.end {
+                return None;
+            }
+            if s.r0 == s.r1 || self.rng.next_f64() * peak < s.rate(next) {
+                return Some(next);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: &str) -> Result<f64, String> {
+        let (n, mul) = if let Some(v) = s.strip_suffix('m') {
+            (v, 60.0)
+        } else if let Some(v) = s.strip_suffix('h') {
+            (v, 3600.0)
+        } else {
+            (s.strip_suffix('s').unwrap_or(s), 1.0)
+        };
+        n.parse::<f64>()
+            .map(|v| v * mul)
+            .map_err(|_| format!("{s:?} is not a duration"))
+    }
+
+    #[test]
+    fn a_trace_holds_each_rate_until_the_next_row() {
+        let t = Traffic::from_csv("time_s,rps\n0,10\n60,20 # peak\n\n120,0\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (t.rate_at(30.0), t.rate_at(60.0), t.rate_at(500.0)),
+            (10.0, 20.0, 0.0)
+        );
+        let n = t.arrivals(180.0, 7).count() as f64;
+        assert!((n - 1800.0).abs() < 4.0 * 1800f64.sqrt(), "{n}");
+    }
+
+    #[test]
+    fn malformed_traces_say_which_line() {
+        for (bad, line) in [
+            ("time_s,rps\n0,10\n5,x\n", "line 3"),
+            ("0,10\n0,20\n", "line 2"),
+            ("0,10,3\n", "line 1"),
+            ("t,r\n0,1\n", "line 1"),
+            ("0,-1\n", "line 1"),
+            ("-5,1\n", "line 1"),
+            ("0,1e9\n", "line 1"),
+        ] {
+            let e = Traffic::from_csv(bad).expect_err(bad);
+            assert_eq!(e.where_, line, "{bad}: {e}");
+        }
+        assert!(Traffic::from_csv("time_s,rps\n").is_err());
+    }
+
+    #[test]
+    fn patterns_ramp_hold_and_follow_a_day() {
+        let p = Traffic::pattern("ramp:0..60@10m,hold:60@10m,drop:0@20m", secs)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.rate_at(300.0), 30.0);
+        assert_eq!(p.rate_at(900.0), 60.0);
+        assert_eq!(p.rate_at(1500.0), 0.0);
+        assert_eq!(p.natural_end(), 2400.0);
+        let d = Traffic::pattern("diurnal:20..500@24h", secs).unwrap_or_else(|e| panic!("{e}"));
+        assert!((d.rate_at(0.0) - 20.0).abs() < 1e-9);
+        assert!((d.rate_at(43200.0) - 500.0).abs() < 1e-9);
+        assert_eq!(d.peak(86400.0), 500.0);
+        let n = p.arrivals(2400.0, 1).count() as f64;
+        let want = p.expected(2400.0);
+        assert!((n - want).abs() < 4.0 * want.sqrt(), "{n} vs {want}");
+        for (bad, seg) in [
+            ("hold:60", "segment 1"),
+            ("hold:60@10m,wave:1@1m", "segment 2"),
+            ("ramp:5@1m", "segment 1"),
+            ("hold:1@0s", "segment 1"),
+        ] {
+            let e = Traffic::pattern(bad, secs).expect_err(bad);
+            assert!(e.where_.starts_with(seg), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! `inferscale rehearse`: a ScaledObject (and others, or the built-in signals) under traffic,
+//! in virtual time; a table, a timeline, a page and a JSON summary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use inferscale_autoscale::cluster::{ClusterSpec, Delay};
+use inferscale_autoscale::keda::KedaSpec;
+use inferscale_autoscale::rehearse::{Outcome, Setup, rehearse};
+use inferscale_autoscale::traffic::Traffic;
+use inferscale_engine::fleet::Routing;
+use inferscale_engine::{EngineConfig, RequestSpec};
+
+use crate::cli::{RehearseArgs, RoutingArg};
+use crate::job::manifests::read_thresholds;
+use crate::job::rehearse::{
+    Sim, details, read_rules, read_scaledobject, read_trace, table, timeline_csv,
+};
+use crate::output::{check_distinct, check_writable, emit, write_all};
+
+fn delay(flag: &str, s: &str) -> Result<Delay> {
+    Delay::parse(s, |d| {
+        inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
+    })
+    .map_err(|e| anyhow!("--{flag}: {e}"))
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The engine of a named profile.
+pub(crate) fn engine(profile: &str) -> Result<EngineConfig> {
+    inferscale_engine::profile(profile).ok_or_else(|| {
+        anyhow!(
+            "unknown profile {profile:?}; the profiles are: {}",
+            inferscale_engine::PROFILES
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Runs the command.
+pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
+    let outs: Vec<&std::path::Path> = [&a.timeline_out, &a.html_out]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    check_distinct(&outs)?;
+    for p in &outs {
+        check_writable(p)?;
+    }
+    let engine = engine(&a.profile)?;
+    let thresholds = a.thresholds.as_deref().map(read_thresholds).transpose()?;
+    let traffic = match (&a.trace, &a.pattern) {
+        (Some(p), _) => read_trace(p)?,
+        (None, Some(spec)) => Traffic::pattern(spec, |d| {
+            inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
+        })
+        .map_err(|e| anyhow!("--pattern: {e}"))?,
+        (None, None) => bail!("give the traffic: --trace FILE or --pattern SPEC"),
+    };
+    let duration_s = a.duration.map_or(traffic.natural_end() + 1800.0, secs);
+    if duration_s <= 0.0 || duration_s > 31.0 * 86400.0 {
+        bail!("--duration {duration_s} s: expected more than 0 s and at most 31 days");
+    }
+    let model_name = a
+        .model_name
+        .clone()
+        .or_else(|| thresholds.as_ref().map(|t| t.source.model.clone()))
+        .unwrap_or_else(|| engine.model.hf_id.clone());
+    let model_load = match &a.model_load {
+        Some(s) => delay("model-load", s)?,
+        None => Delay::Fixed(engine.load_time_s()),
+    };
+    let (rules, group_interval) = match &a.rules {
+        Some(p) => read_rules(p)?,
+        None => (Vec::new(), None),
+    };
+    let setup = Setup {
+        request: RequestSpec {
+            prompt_tokens: a.prompt_tokens,
+            max_tokens: a.max_tokens,
+            ignore_eos: true,
+        },
+        routing: match a.routing {
+            RoutingArg::Random => Routing::Random,
+            RoutingArg::RoundRobin => Routing::RoundRobin,
+            RoutingArg::LeastOutstanding => Routing::LeastOutstanding,
+        },
+        initial_replicas: a.initial_replicas,
+        duration_s,
+        seed: a.seed,
+        slo_e2e_s: a.slo_e2e.map(secs).unwrap_or_else(|| {
+            thresholds
+                .as_ref()
+                .map_or(5.0, |t| t.scale_out.p95_e2e_seconds)
+        }),
+        scrape_interval_s: secs(a.scrape_interval),
+        hpa_sync_s: 15.0,
+        rule_interval_s: group_interval.unwrap_or(secs(a.rule_interval)),
+        step_s: 15.0,
+        cluster: ClusterSpec {
+            gpus_per_node: a.gpus_per_node,
+            gpus_per_pod: engine.tensor_parallel_size.max(1),
+            node_provisioning: delay("node-provisioning", &a.node_provisioning)?,
+            image_pull: delay("image-pull", &a.image_pull)?,
+            model_load,
+            warmup: delay("warmup", &a.warmup)?,
+            consolidate_after_s: secs(a.consolidate_after),
+            do_not_disrupt: a.do_not_disrupt,
+            initial_nodes: a
+                .initial_replicas
+                .div_ceil((a.gpus_per_node / engine.tensor_parallel_size.max(1)).max(1)),
+        },
+        rules,
+        engine,
+    };
+    if setup.cluster.gpus_per_pod > setup.cluster.gpus_per_node {
+        bail!(
+            "--gpus-per-node {}: the profile's replicas need {} GPUs each",
+            a.gpus_per_node,
+            setup.cluster.gpus_per_pod
+        );
+    }
+    let mut objects: Vec<(String, KedaSpec)> = Vec::new();
+    for p in a.scaledobject.iter().chain(&a.compare) {
+        let k = read_scaledobject(p)?;
+        objects.push((
+            p.file_name()
+                .map_or_else(|| k.name.clone(), |f| f.to_string_lossy().into_owned()),
+            k,
+        ));
+    }
+    if a.compare_signals {
+        let t = thresholds
+            .as_ref()
+            .ok_or_else(|| anyhow!("--compare-signals needs --thresholds"))?;
+        let mut o = inferscale_manifests::Options::example();
+        o.model_name = model_name.clone();
+        o.max_replicas = 20;
+        o.cold_start_s = (setup.cluster.node_provisioning.mean()
+            + setup.cluster.image_pull.mean()
+            + setup.cluster.model_load.mean()
+            + setup.cluster.warmup.mean())
+        .ceil() as u32;
+        for d in inferscale_autoscale::signals::derived(t, &o, setup.engine.max_num_seqs) {
+            let k = KedaSpec::from_object(&d.object)
+                .map_err(|e| anyhow!("the derived {} ScaledObject: {e}", d.name))?;
+            objects.push((format!("signal:{}", d.name), k));
+        }
+    }
+    let total = objects.len();
+    let mut outcomes: Vec<(String, Outcome)> = Vec::new();
+    for (i, (label, k)) in objects.into_iter().enumerate() {
+        let started = std::time::Instant::now();
+        eprintln!(
+            "rehearsing {label} ({}/{total}): {:.1} h of traffic…",
+            i + 1,
+            duration_s / 3600.0
+        );
+        let mut sim = Sim::new(&setup.engine, &model_name);
+        let out = rehearse(&setup, &k, &traffic, &mut sim, &mut |t| {
+            eprintln!("  {label}: {:.0} h simulated", t / 3600.0);
+        })?;
+        eprintln!("  done in {:.1} s", started.elapsed().as_secs_f64());
+        outcomes.push((label, out));
+    }
+    let mut files = Vec::new();
+    if let Some(p) = &a.timeline_out {
+        files.push((p.clone(), timeline_csv(&outcomes).into_bytes()));
+    }
+    if let Some(p) = &a.html_out {
+        files.push((
+            p.clone(),
+            inferscale_report::rehearsal::render(&outcomes, &model_name).into_bytes(),
+        ));
+    }
+    write_all(&files)?;
+    if a.json {
+        let mut v = serde_json::to_value(&outcomes[0].1.summary)?;
+        if outcomes.len() > 1 {
+            v["compare"] = serde_json::Value::Array(
+                outcomes
+                    .iter()
+                    .map(|(label, o)| {
+                        let mut s = serde_json::to_value(&o.summary).unwrap_or_default();
+                        s["label"] = serde_json::Value::String(label.clone());
+                        s
+                    })
+                    .collect(),
+            );
+        }
+        emit(&(serde_json::to_string_pretty(&v)? + "\n"))?;
+    } else {
+        let mut text = table(&outcomes);
+        text.push('\n');
+        for (label, o) in &outcomes {
+            text.push_str(&details(label, o));
+        }
+        emit(&text)?;
+    }
+    let first = &outcomes[0].1.summary;
+    Ok(
+        if first.first_scale_out_s.is_some() && !first.cycle_completed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}

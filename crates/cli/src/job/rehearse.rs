@@ -1,0 +1,352 @@
+//! A rehearsal from files: the ScaledObject and rules read (refusals with field and line),
+//! the simulator's exporters behind the rehearsal's trait, and the outputs (table, CSV).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use inferscale_autoscale::keda::KedaSpec;
+use inferscale_autoscale::rehearse::{AlertRule, Exporters, Job, Outcome};
+use inferscale_engine::EngineConfig;
+use inferscale_engine::fleet::Replica;
+use inferscale_manifests::objects::{self, PrometheusRule, RuleFile, ScaledObject};
+use inferscale_promql::Query;
+use inferscale_promtext::Exposition;
+use inferscale_sim::FleetExporters;
+
+use crate::input::{cap, read_text};
+
+/// The simulator's exporters for a rehearsal.
+pub(crate) struct Sim(FleetExporters);
+
+impl Sim {
+    pub(crate) fn new(cfg: &EngineConfig, model_name: &str) -> Sim {
+        Sim(FleetExporters::new(cfg, model_name))
+    }
+}
+
+impl Exporters for Sim {
+    fn collect(
+        &mut self,
+        replica: &Replica,
+        now: f64,
+        keep: &dyn Fn(&str) -> bool,
+        out: &mut dyn FnMut(Job, &Exposition<'_>),
+    ) {
+        self.0
+            .collect(replica.id, &replica.engine, now, keep, &mut |gpu, e| {
+                out(if gpu { Job::Gpu } else { Job::Engine }, e)
+            });
+    }
+}
+
+/// The 1-based line of `path` (`spec.triggers[1].metadata.threshold`) in block YAML `text`,
+/// or of the deepest part of it that is there.
+pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let content = |i: usize| {
+        let t = lines[i].trim();
+        !t.is_empty() && !t.starts_with('#') && t != "---"
+    };
+    let item = |i: usize| lines[i].trim_start().starts_with("- ") || lines[i].trim() == "-";
+    let indent = |i: usize| lines[i].len() - lines[i].trim_start().len();
+    // Where a line's key starts: after "- " for a list item's first key.
+    let keycol = |i: usize| indent(i) + if item(i) { 2 } else { 0 };
+    let (mut from, mut to) = (0usize, lines.len());
+    let mut found = None;
+    for part in path.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let base = keycol((from..to).find(|&i| content(i))?);
+        let at = (from..to).find(|&i| {
+            content(i) && keycol(i) == base && {
+                let t = lines[i].trim_start().trim_start_matches("- ");
+                t.strip_prefix(key).is_some_and(|r| r.starts_with(':'))
+            }
+        })?;
+        found = Some(at + 1);
+        let c = keycol(at);
+        from = at + 1;
+        to = (from..to)
+            .find(|&i| content(i) && keycol(i) <= c)
+            .unwrap_or(to);
+        if let Some(n) = index {
+            let first = (from..to).find(|&i| content(i) && item(i))?;
+            let items: Vec<usize> = (from..to)
+                .filter(|&i| content(i) && item(i) && indent(i) == indent(first))
+                .collect();
+            let i = *items.get(n)?;
+            found = Some(i + 1);
+            from = i;
+            to = items.get(n + 1).copied().unwrap_or(to);
+        }
+    }
+    found
+}
+
+fn at_line(text: &str, path: &str) -> String {
+    line_of(text, path).map_or_else(|| path.to_owned(), |l| format!("line {l}: {path}"))
+}
+
+/// Reads a ScaledObject as KEDA would, refusing what KEDA, the HPA or the rehearsal cannot
+/// take, naming the field and its line.
+pub(crate) fn read_scaledobject(path: &Path) -> Result<KedaSpec> {
+    let text = read_text(path, "the ScaledObject", cap::SMALL)?;
+    let so: ScaledObject = objects::load(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    if so.kind != "ScaledObject" {
+        bail!(
+            "{}: kind {:?} is not ScaledObject (keda.sh/v1alpha1)",
+            path.display(),
+            so.kind
+        );
+    }
+    let doc: serde_json::Value = serde_json::to_value(&so)?;
+    let mut findings = Vec::new();
+    inferscale_manifests::validate::keda_rules(&doc, &mut findings);
+    if let Some(f) = findings
+        .iter()
+        .find(|f| f.severity == inferscale_manifests::validate::Severity::Error)
+    {
+        bail!(
+            "{}: {}: {} (KEDA would refuse it)",
+            path.display(),
+            at_line(&text, &f.path),
+            f.message
+        );
+    }
+    KedaSpec::from_object(&so).map_err(|e| {
+        anyhow!(
+            "{}: {}: {}",
+            path.display(),
+            at_line(&text, &e.path),
+            e.message
+        )
+    })
+}
+
+/// Reads the alerting rules of a PrometheusRule or a plain rule file: each rule's query and
+/// `for`, and the first group's own interval if it has one.
+pub(crate) fn read_rules(path: &Path) -> Result<(Vec<AlertRule>, Option<f64>)> {
+    let text = read_text(path, "the rule file", cap::SMALL)?;
+    let (file, prefix) = match objects::load::<PrometheusRule>(&text) {
+        Ok(r) if r.kind == "PrometheusRule" => (r.spec, "spec.groups"),
+        _ => (
+            objects::load::<RuleFile>(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?,
+            "groups",
+        ),
+    };
+    let mut rules = Vec::new();
+    let mut interval = None;
+    for (g, group) in file.groups.iter().enumerate() {
+        if interval.is_none()
+            && let Some(i) = &group.interval
+        {
+            let p = format!("{prefix}[{g}].interval");
+            interval = Some(
+                inferscale_catalog::units::parse_duration(i)
+                    .map_err(|e| anyhow!("{}: {}: {e}", path.display(), at_line(&text, &p)))?
+                    .as_secs_f64(),
+            );
+        }
+        for (r, rule) in group.rules.iter().enumerate() {
+            let Some(name) = &rule.alert else { continue };
+            let p = format!("{prefix}[{g}].rules[{r}]");
+            let query = Query::parse(&rule.expr).map_err(|e| {
+                anyhow!(
+                    "{}: {}: {e}",
+                    path.display(),
+                    at_line(&text, &format!("{p}.expr"))
+                )
+            })?;
+            let for_s = match &rule.for_ {
+                None => 0.0,
+                Some(f) => inferscale_catalog::units::parse_duration(f)
+                    .map_err(|e| {
+                        anyhow!(
+                            "{}: {}: {e}",
+                            path.display(),
+                            at_line(&text, &format!("{p}.for"))
+                        )
+                    })?
+                    .as_secs_f64(),
+            };
+            rules.push(AlertRule {
+                name: name.clone(),
+                query,
+                for_s,
+            });
+        }
+    }
+    Ok((rules, interval))
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// The table `rehearse` and `run` print: one row per rehearsal.
+pub(crate) fn table(outcomes: &[(String, Outcome)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>10} {:>9} {:>6} {:>5}  cycle",
+        "scaledobject",
+        "SLO met",
+        "p95 e2e",
+        "p99 e2e",
+        "max q",
+        "replicas",
+        "scale-out",
+        "GPU-h",
+        "events",
+        "flaps"
+    );
+    for (label, o) in outcomes {
+        let m = &o.summary;
+        let _ = writeln!(
+            s,
+            "{:<28} {:>8.2}% {:>8}s {:>8}s {:>7} {:>9} {:>9}s {:>9.2} {:>6} {:>5}  {}",
+            label,
+            m.slo_attainment * 100.0,
+            opt(m.p95_e2e_s, 2),
+            opt(m.p99_e2e_s, 2),
+            m.max_queue,
+            m.max_replicas,
+            opt(m.first_scale_out_s, 0),
+            m.gpu_hours,
+            m.scale_events,
+            m.flaps,
+            if m.cycle_completed {
+                "completed"
+            } else if m.first_scale_out_s.is_none() {
+                "no scale-out"
+            } else {
+                "not completed"
+            }
+        );
+    }
+    s
+}
+
+/// What one rehearsal says beyond the table: events, alerts, notes.
+pub(crate) fn details(label: &str, o: &Outcome) -> String {
+    let mut s = String::new();
+    let m = &o.summary;
+    let _ = writeln!(
+        s,
+        "{label}: {} requests, {} within the {} s SLO, {} refused (no ready pod); final replicas {}",
+        m.requests, m.within_slo, m.slo_e2e_s, m.unrouted, m.final_replicas
+    );
+    let events: Vec<String> = o
+        .events
+        .iter()
+        .map(|e| format!("{:.0}s {}→{} ({})", e.time_s, e.from, e.to, e.by))
+        .collect();
+    if !events.is_empty() {
+        let _ = writeln!(s, "  scale events: {}", events.join(", "));
+    }
+    if let (Some(a), Some(b)) = (m.first_scale_out_s, m.recovered_s) {
+        let _ = writeln!(s, "  first scale-out at {a:.0} s; recovered at {b:.0} s");
+    }
+    for a in &o.alerts {
+        let _ = writeln!(
+            s,
+            "  alert {} fired at {:.0} s{}",
+            a.name,
+            a.fired_s,
+            a.resolved_s
+                .map_or(", still firing at the end".to_owned(), |r| format!(
+                    ", resolved at {r:.0} s"
+                ))
+        );
+    }
+    for t in &m.triggers {
+        let _ = writeln!(
+            s,
+            "  trigger {} ({} {}): max value {}, max proposal {}, {} failed reads",
+            t.metric,
+            t.metric_type,
+            t.threshold,
+            opt(t.max_value, 3),
+            t.max_proposal.map_or("-".to_owned(), |p| p.to_string()),
+            t.failures
+        );
+    }
+    for n in &m.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    s
+}
+
+/// The timeline CSV of every rehearsal (the `scaledobject` column tells them apart).
+pub(crate) fn timeline_csv(outcomes: &[(String, Outcome)]) -> String {
+    let triggers = outcomes
+        .iter()
+        .map(|(_, o)| o.summary.triggers.len())
+        .max()
+        .unwrap_or(0);
+    let mut s = String::from(
+        "time_s,offered_rps,arrived_rps,desired_replicas,ready_replicas,nodes,queue,queue_per_pod,running,p95_e2e_s,finished,unrouted",
+    );
+    for i in 0..triggers {
+        let _ = write!(s, ",trigger_{i}");
+    }
+    s.push_str(",alerts_firing,scaledobject\n");
+    for (label, o) in outcomes {
+        for r in &o.timeline {
+            let _ = write!(
+                s,
+                "{},{},{:.3},{},{},{},{},{:.3},{},{},{},{}",
+                r.time_s,
+                (r.offered_rps * 1000.0).round() / 1000.0,
+                r.arrived_rps,
+                r.desired_replicas,
+                r.ready_replicas,
+                r.nodes,
+                r.queue,
+                r.queue_per_pod,
+                r.running,
+                r.p95_e2e_s.map_or(String::new(), |p| format!("{p:.4}")),
+                r.finished,
+                r.unrouted
+            );
+            for i in 0..triggers {
+                let v = r.triggers.get(i).copied().flatten();
+                let _ = write!(s, ",{}", v.map_or(String::new(), |v| format!("{v:.4}")));
+            }
+            let _ = writeln!(s, ",{},{}", r.firing.join(";"), label);
+        }
+    }
+    s
+}
+
+/// Reads a trace file.
+pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::Traffic> {
+    let text = read_text(path, "the trace", cap::SMALL)?;
+    inferscale_autoscale::traffic::Traffic::from_csv(&text)
+        .with_context(|| format!("{}: not a trace of time_s,rps", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_of;
+
+    #[test]
+    fn paths_find_their_lines() {
+        let y = "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nspec:\n  minReplicaCount: 3\n  triggers:\n    # primary\n    - type: prometheus\n      metadata:\n        threshold: \"5\"\n    - type: cpu\n      metadata:\n        value: \"1\"\n  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleDown:\n          policies:\n          - type: Pods\n            value: 1\n            periodSeconds: 0\n";
+        assert_eq!(line_of(y, "spec.minReplicaCount"), Some(4));
+        assert_eq!(line_of(y, "spec.triggers"), Some(5));
+        assert_eq!(line_of(y, "spec.triggers[0].metadata.threshold"), Some(9));
+        assert_eq!(line_of(y, "spec.triggers[1].type"), Some(10));
+        assert_eq!(line_of(y, "spec.triggers[1].metadata.value"), Some(12));
+        assert_eq!(
+            line_of(
+                y,
+                "spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.policies[0].periodSeconds"
+            ),
+            Some(20)
+        );
+    }
+}
