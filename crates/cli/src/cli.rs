@@ -840,10 +840,10 @@ pub(crate) struct RehearseArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub(crate) initial_replicas: u32,
     /// Karpenter's delay from a Pending pod to a Ready GPU node.
-    #[arg(long, value_name = "DELAY", default_value = "60s±15s")]
+    #[arg(long, value_name = "DELAY", default_value = crate::job::rehearse::NODE_PROVISIONING)]
     pub(crate) node_provisioning: String,
     /// The image pull on a node that has not pulled it.
-    #[arg(long, value_name = "DELAY", default_value = "60s")]
+    #[arg(long, value_name = "DELAY", default_value = crate::job::rehearse::IMAGE_PULL)]
     pub(crate) image_pull: String,
     /// Weights, profiling, compile and graph capture (default: the profile's cold start).
     #[arg(long, value_name = "DELAY")]
@@ -860,6 +860,11 @@ pub(crate) struct RehearseArgs {
     /// Nodes carry karpenter.sh/do-not-disrupt: never consolidated.
     #[arg(long)]
     pub(crate) do_not_disrupt: bool,
+    /// A Karpenter NodePool (e.g. the generated karpenter-nodepool.yaml) whose
+    /// consolidateAfter, consolidation policy and do-not-disrupt annotation the nodes follow
+    /// (instead of --consolidate-after and --do-not-disrupt).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nodepool: Option<std::path::PathBuf>,
     /// How the Service spreads requests over ready pods.
     #[arg(long, value_enum, default_value_t = RoutingArg::Random)]
     pub(crate) routing: RoutingArg,

@@ -89,6 +89,20 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
         "{text}"
     );
     assert!(text.contains("report.html"));
+    // It ends by rehearsing the ScaledObject it generated on a step to 2.5x capacity and back,
+    // and says how that went, in the summary and in the report.
+    assert!(
+        text.contains("rehearsal of the generated ScaledObject"),
+        "{text}"
+    );
+    assert!(html.contains("Rehearsal of the generated ScaledObject"));
+    let r = json(&out.join("rehearsal.json"));
+    assert!(
+        r["max_replicas"].as_u64() >= Some(3),
+        "2.5x the capacity needs 3 replicas: {r:#}"
+    );
+    assert_eq!(r["cycle_completed"], true, "{r:#}");
+    assert!(out.join("rehearsal.html").exists());
 }
 
 /// Fails, naming the machine as the cause, when a run that did not succeed was client-limited

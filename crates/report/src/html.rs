@@ -427,6 +427,11 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 
 /// The whole page.
 pub fn render(run: &RunReport, a: &Analysis) -> String {
+    render_with(run, a, "")
+}
+
+/// The whole page with `extra` (an HTML fragment, e.g. the rehearsal's verdict) at its end.
+pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
     let sat = &a.saturation;
     let t = a.thresholds.as_ref().ok();
     let mut o = String::with_capacity(256 * 1024);
@@ -658,6 +663,7 @@ pub fn render(run: &RunReport, a: &Analysis) -> String {
         },
         esc(&run.tool)
     );
+    o.push_str(extra);
     o.push_str("</main></body></html>\n");
     o
 }

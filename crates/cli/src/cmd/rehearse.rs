@@ -31,6 +31,42 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// Takes the nodes' behaviour from a NodePool: `consolidateAfter` (`Never`: never
+/// consolidated), the `do-not-disrupt` annotation of its node template, and a single
+/// `instance-gpu-count` requirement as the GPUs per node.
+fn apply_nodepool(path: &std::path::Path, c: &mut ClusterSpec) -> Result<()> {
+    use inferscale_manifests::objects::{After, NodePool};
+    let text = crate::input::read_text(path, "the NodePool", crate::input::cap::SMALL)?;
+    let pool: NodePool = inferscale_manifests::yaml_documents(&text)
+        .into_iter()
+        .find(|d| d.lines().any(|l| l.trim() == "kind: NodePool"))
+        .ok_or_else(|| anyhow!("{}: no document of kind NodePool", path.display()))
+        .and_then(|d| {
+            inferscale_manifests::objects::load(d).map_err(|e| anyhow!("{}: {e}", path.display()))
+        })?;
+    match pool.consolidate_after() {
+        Some(After::Wait(d)) => c.consolidate_after_s = d.as_secs_f64(),
+        Some(After::Never) => c.do_not_disrupt = true,
+        None => bail!(
+            "{}: spec.disruption.consolidateAfter is not a duration Karpenter takes",
+            path.display()
+        ),
+    }
+    c.do_not_disrupt |= pool.do_not_disrupt();
+    if let Some(r) = pool.requirement("karpenter.k8s.aws/instance-gpu-count")
+        && r.operator == "In"
+        && let [one] = r.values.as_slice()
+    {
+        c.gpus_per_node = one.parse().map_err(|_| {
+            anyhow!(
+                "{}: instance-gpu-count {one:?} is not a number",
+                path.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// The engine of a named profile.
 pub(crate) fn engine(profile: &str) -> Result<EngineConfig> {
     inferscale_engine::profile(profile).ok_or_else(|| {
@@ -122,6 +158,10 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
         rules,
         engine,
     };
+    let mut setup = setup;
+    if let Some(p) = &a.nodepool {
+        apply_nodepool(p, &mut setup.cluster)?;
+    }
     if setup.cluster.gpus_per_pod > setup.cluster.gpus_per_node {
         bail!(
             "--gpus-per-node {}: the profile's replicas need {} GPUs each",

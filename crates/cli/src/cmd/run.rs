@@ -16,8 +16,10 @@ use crate::exit::AfterStartExt;
 use crate::job::analysis::{degraded, simulator_fell_behind, write as write_analysis};
 use crate::job::load::{Resolved, execute};
 use crate::job::manifests::write as write_manifests;
+use crate::job::rehearse::standard;
 use crate::output::check_writable;
 use crate::output::emit;
+use crate::output::write_all;
 
 /// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
 pub(crate) const DEFAULT_SPEEDUP: f64 = 10.0;
@@ -202,7 +204,33 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         };
         Ok::<_, anyhow::Error>((out.report, written, manifests))
     })?;
+    let rehearsal = match (&written.analysis.thresholds, &manifests) {
+        (Ok(t), Some(dir)) => {
+            eprintln!(
+                "rehearsal: the generated ScaledObject under a step to 2.5× the capacity and back, in virtual time"
+            );
+            let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+            let model = crate::job::manifests::options(t, &a.cluster)?.model_name;
+            match standard(t, &dir.join("scaledobject.yaml"), profile, &model, &a.out) {
+                Ok(v) => {
+                    let page =
+                        inferscale_report::html::render_with(&report, &written.analysis, &v.html);
+                    write_all(&[(written.report.clone(), page.into_bytes())]).after_start()?;
+                    Some(v)
+                }
+                Err(e) => {
+                    eprintln!("warning: the rehearsal could not run: {e:#}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut text = inferscale_report::summary(&report, &written.analysis);
+    if let Some(v) = &rehearsal {
+        text.push('\n');
+        text.push_str(&v.text);
+    }
     text.push_str(&format!(
         "\nall in {} ({} of wall time):\n  {}  the measurement (every step, every second)\n",
         a.out.display(),
@@ -219,6 +247,12 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         "  {}  the report: open it in a browser\n",
         written.report.display()
     ));
+    if rehearsal.is_some() {
+        text.push_str(&format!(
+            "  {}  the rehearsal of the generated ScaledObject\n",
+            a.out.join("rehearsal.html").display()
+        ));
+    }
     if let Some(m) = &manifests {
         text.push_str(&format!(
             "  {}/  KEDA, alerts, dashboards, Deployment patches: see its README.md\n",

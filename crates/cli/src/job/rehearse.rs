@@ -15,6 +15,13 @@ use inferscale_promtext::Exposition;
 use inferscale_sim::FleetExporters;
 
 use crate::input::{cap, read_text};
+use crate::output::write_all;
+use inferscale_analysis::Thresholds;
+use inferscale_autoscale::cluster::{ClusterSpec, Delay};
+use inferscale_autoscale::rehearse::{Setup, rehearse};
+use inferscale_autoscale::traffic::Traffic;
+use inferscale_engine::RequestSpec;
+use inferscale_engine::fleet::Routing;
 
 /// The simulator's exporters for a rehearsal.
 pub(crate) struct Sim(FleetExporters);
@@ -239,11 +246,19 @@ pub(crate) fn details(label: &str, o: &Outcome) -> String {
         "{label}: {} requests, {} within the {} s SLO, {} refused (no ready pod); final replicas {}",
         m.requests, m.within_slo, m.slo_e2e_s, m.unrouted, m.final_replicas
     );
-    let events: Vec<String> = o
+    const SHOWN: usize = 12;
+    let mut events: Vec<String> = o
         .events
         .iter()
+        .take(SHOWN)
         .map(|e| format!("{:.0}s {}→{} ({})", e.time_s, e.from, e.to, e.by))
         .collect();
+    if o.events.len() > SHOWN {
+        events.push(format!(
+            "… {} more (all in --json and --timeline-out)",
+            o.events.len() - SHOWN
+        ));
+    }
     if !events.is_empty() {
         let _ = writeln!(s, "  scale events: {}", events.join(", "));
     }
@@ -327,6 +342,124 @@ pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::T
     let text = read_text(path, "the trace", cap::SMALL)?;
     inferscale_autoscale::traffic::Traffic::from_csv(&text)
         .with_context(|| format!("{}: not a trace of time_s,rps", path.display()))
+}
+
+/// `--node-provisioning`'s default: Karpenter launching a GPU instance and the node joining.
+pub(crate) const NODE_PROVISIONING: &str = "60s±15s";
+/// `--image-pull`'s default: a vLLM image (about 10 GB) on a node that has not pulled it.
+pub(crate) const IMAGE_PULL: &str = "60s";
+
+/// The pods and nodes a rehearsal assumes by default for `engine`'s replicas.
+pub(crate) fn default_cluster(engine: &EngineConfig, initial_replicas: u32) -> ClusterSpec {
+    let secs = |s: &str| {
+        Delay::parse(s, |d| {
+            inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
+        })
+        .unwrap_or_else(|e| unreachable!("a built-in delay parses: {e}"))
+    };
+    let gpus = engine.tensor_parallel_size.max(1);
+    ClusterSpec {
+        gpus_per_node: gpus,
+        gpus_per_pod: gpus,
+        node_provisioning: secs(NODE_PROVISIONING),
+        image_pull: secs(IMAGE_PULL),
+        model_load: Delay::Fixed(engine.load_time_s()),
+        warmup: Delay::Fixed(0.0),
+        consolidate_after_s: 300.0,
+        do_not_disrupt: false,
+        initial_nodes: initial_replicas,
+    }
+}
+
+/// The verdict of `run`'s rehearsal.
+pub(crate) struct Verdict {
+    /// For the terminal.
+    pub(crate) text: String,
+    /// For report.html.
+    pub(crate) html: String,
+}
+
+/// `run`'s last step: the ScaledObject it generated (`so`) under the standard shape, half the
+/// measured capacity, a step to 2.5× for 20 minutes, and back, on replicas of `profile`.
+/// Writes `rehearsal.html` and `rehearsal.json` into `dir`.
+pub(crate) fn standard(
+    t: &Thresholds,
+    so: &Path,
+    profile: &str,
+    model_name: &str,
+    dir: &Path,
+) -> Result<Verdict> {
+    let keda = read_scaledobject(so)?;
+    let capacity = t
+        .capacity_rps
+        .or(t.saturation_rps)
+        .ok_or_else(|| anyhow!("the thresholds have no capacity to shape the traffic on"))?;
+    let (low, high) = (
+        (capacity * 0.5 * 10.0).round() / 10.0,
+        (capacity * 2.5 * 10.0).round() / 10.0,
+    );
+    let traffic = Traffic::from_csv(&format!("time_s,rps\n0,{low}\n600,{high}\n1800,{low}\n"))
+        .map_err(|e| anyhow!("the standard traffic: {e}"))?;
+    let engine = inferscale_engine::profile(profile)
+        .ok_or_else(|| anyhow!("no simulator profile {profile:?}"))?;
+    let initial = keda.hpa.min.max(1);
+    let setup = Setup {
+        request: RequestSpec {
+            prompt_tokens: t
+                .workload
+                .prompt_tokens_mean
+                .map_or(34, |p| p.round().max(1.0) as u32),
+            max_tokens: t.workload.max_tokens.unwrap_or(100).max(1),
+            ignore_eos: true,
+        },
+        routing: Routing::Random,
+        initial_replicas: initial,
+        duration_s: 4800.0,
+        seed: 1,
+        slo_e2e_s: t.scale_out.p95_e2e_seconds,
+        scrape_interval_s: 15.0,
+        hpa_sync_s: 15.0,
+        rule_interval_s: 30.0,
+        step_s: 15.0,
+        cluster: default_cluster(&engine, initial),
+        rules: Vec::new(),
+        engine,
+    };
+    let mut sim = Sim::new(&setup.engine, model_name);
+    let out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
+    let m = &out.summary;
+    let shape =
+        format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× the measured {capacity} req/s)");
+    let verdict = if m.cycle_completed {
+        "the scale-out → scale-in cycle completed"
+    } else if m.first_scale_out_s.is_none() {
+        "it never scaled out"
+    } else {
+        "the scale-in did not finish within the rehearsal"
+    };
+    let text = format!(
+        "rehearsal of the generated ScaledObject ({profile} replicas, {shape}): {verdict}; up to {} replicas, first scale-out at {}, SLO ({} s) met by {:.2} % of requests, p95 {} s, {} flaps, {:.2} GPU-hours\n",
+        m.max_replicas,
+        m.first_scale_out_s
+            .map_or("-".to_owned(), |s| format!("{s:.0} s")),
+        m.slo_e2e_s,
+        m.slo_attainment * 100.0,
+        opt(m.p95_e2e_s, 2),
+        m.flaps,
+        m.gpu_hours
+    );
+    let labelled = vec![("scaledobject.yaml (generated)".to_owned(), out)];
+    let page = inferscale_report::rehearsal::render(&labelled, model_name);
+    let json = serde_json::to_string_pretty(&labelled[0].1.summary)? + "\n";
+    write_all(&[
+        (dir.join("rehearsal.html"), page.into_bytes()),
+        (dir.join("rehearsal.json"), json.into_bytes()),
+    ])?;
+    let html = format!(
+        "<h2>Rehearsal of the generated ScaledObject</h2><p>{}</p><p>The timeline, replicas and latency are in <a href=\"rehearsal.html\">rehearsal.html</a>; the summary in rehearsal.json.</p>",
+        inferscale_report::svg::esc(&text)
+    );
+    Ok(Verdict { text, html })
 }
 
 #[cfg(test)]

@@ -1,0 +1,206 @@
+//! `inferscale rehearse` end to end: the seeds' ScaledObject rehearsed with every output,
+//! alerts of a generated PrometheusRule evaluated on the same series, the built-in signals
+//! side by side, and what KEDA or the HPA would reject refused with the field and its line.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+mod common;
+
+use common::{inferscale, stderr, stdout, workspace};
+
+fn tmp(name: &str) -> PathBuf {
+    common::tmp("rehearse", name)
+}
+
+fn seeds_so() -> String {
+    workspace()
+        .join("testdata/aws-eks/keda-scaledobject.yaml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_seeds_scaledobject_rehearses_with_a_timeline_a_page_and_a_summary() {
+    let dir = tmp("seeds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (csv, html) = (dir.join("timeline.csv"), dir.join("rehearsal.html"));
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so()])
+        .args(["--pattern", "hold:60@10m,drop:0@20m", "--json"])
+        .args(["--timeline-out", csv.to_str().unwrap()])
+        .args(["--html-out", html.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for key in [
+        "max_replicas",
+        "first_scale_out_s",
+        "cycle_completed",
+        "slo_attainment",
+        "gpu_hours",
+        "flaps",
+        "p95_e2e_s",
+        "p99_e2e_s",
+        "max_queue",
+        "recovered_s",
+        "scale_events",
+        "alerts_fired",
+    ] {
+        assert!(!s[key].is_null(), "{key}: {s:#}");
+    }
+    assert!(s["max_replicas"].as_u64() >= Some(2), "{s:#}");
+    assert_eq!(s["cycle_completed"], true);
+    assert!(
+        s["notes"][0].as_str().unwrap().contains("ceil(p95 / 5 s)"),
+        "{s:#}"
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for col in [
+        "time_s",
+        "offered_rps",
+        "desired_replicas",
+        "ready_replicas",
+        "queue_per_pod",
+        "p95_e2e_s",
+    ] {
+        assert!(header.contains(&col), "{col} in {header:?}");
+    }
+    // One row per 15 s; the default duration is the traffic's end (30 minutes) plus 30.
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 3600 / 15, "{}", rows.len());
+    assert!(rows[1].starts_with("30,60,"), "{}", rows[1]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    for id in ["replicas-", "queue-", "latency-"] {
+        assert!(page.contains(&format!("data-chart=\"{id}")), "{id}");
+    }
+}
+
+#[test]
+fn alerts_of_a_generated_prometheusrule_fire_on_the_rehearsed_series() {
+    let dir = tmp("rules");
+    let man = dir.join("manifests");
+    let thresholds = workspace().join("testdata/runs/thresholds-default.json");
+    let g = inferscale()
+        .args(["generate", "--thresholds", thresholds.to_str().unwrap()])
+        .args(["--out", man.to_str().unwrap(), "--namespace", "llm"])
+        .output()
+        .unwrap();
+    assert_eq!(g.status.code(), Some(0), "{}", stderr(&g));
+    // Four times the capacity for 15 minutes on at most five replicas: the queue and the
+    // latency alerts must fire, then resolve once the load is gone.
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject"])
+        .arg(man.join("scaledobject.yaml"))
+        .arg("--rules")
+        .arg(man.join("prometheusrule.yaml"))
+        .args(["--thresholds", thresholds.to_str().unwrap()])
+        .args(["--pattern", "hold:30@5m,hold:400@15m,hold:0@20m", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let fired: Vec<&str> = s["alerts_fired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(!fired.is_empty(), "no alert fired: {s:#}");
+    assert!(
+        fired
+            .iter()
+            .any(|a| a.contains("Latency") || a.contains("Queue")),
+        "{fired:?}"
+    );
+}
+
+#[test]
+fn the_built_in_signals_are_rehearsed_side_by_side() {
+    let thresholds = workspace().join("testdata/runs/thresholds-default.json");
+    let o = inferscale()
+        .args(["rehearse", "--compare-signals"])
+        .args(["--thresholds", thresholds.to_str().unwrap()])
+        .args(["--pattern", "diurnal:10..150@2h", "--duration", "2h"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let text = stdout(&o);
+    for signal in [
+        "signal:queue",
+        "signal:running",
+        "signal:kv-cache",
+        "signal:gpu-util",
+        "signal:p95-e2e",
+        "signal:p95-queue-time",
+    ] {
+        assert!(text.contains(signal), "{signal}: {text}");
+    }
+    assert!(text.contains("SLO met") && text.contains("GPU-h"), "{text}");
+}
+
+#[test]
+fn what_keda_or_the_hpa_would_reject_is_refused_with_the_field_and_line() {
+    let dir = tmp("refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    let seeds = std::fs::read_to_string(seeds_so()).unwrap();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "no-triggers",
+            seeds[..seeds.find("  triggers:").unwrap()].to_owned() + "  triggers: []\n",
+            "spec.triggers",
+        ),
+        (
+            "period-0",
+            seeds.replacen("periodSeconds: 120", "periodSeconds: 0", 1),
+            "line 28: spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.policies[0].periodSeconds",
+        ),
+        (
+            "min-above-max",
+            seeds.replacen("minReplicaCount: 1", "minReplicaCount: 9", 1),
+            "line 10: spec.minReplicaCount",
+        ),
+        (
+            "unknown-type",
+            seeds.replacen("- type: prometheus", "- type: prometheuss", 1),
+            "line 32: spec.triggers[0].type",
+        ),
+        (
+            "kafka",
+            seeds.replacen("- type: prometheus", "- type: kafka", 1),
+            "cannot be simulated",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let o = inferscale()
+            .args(["rehearse", "--scaledobject"])
+            .arg(&path)
+            .args(["--pattern", "hold:10@1m"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{name}: {}", stderr(&o));
+    }
+    let trace = dir.join("trace.csv");
+    std::fs::write(&trace, "time_s,rps\n0,10\n60,lots\n").unwrap();
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so(), "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("line 3"), "{}", stderr(&o));
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so()])
+        .args(["--pattern", "hold:10@1m,wave:3@1m"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("segment 2"), "{}", stderr(&o));
+}
