@@ -210,8 +210,8 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
                 "rehearsal: the generated ScaledObject under a step to 2.5× the capacity and back, in virtual time"
             );
             let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
-            let model = crate::job::manifests::options(t, &a.cluster)?.model_name;
-            match standard(t, &dir.join("scaledobject.yaml"), profile, &model, &a.out) {
+            let o = crate::job::manifests::options(t, &a.cluster)?;
+            match standard(t, &o, &dir.join("scaledobject.yaml"), profile, &a.out) {
                 Ok(v) => {
                     let page =
                         inferscale_report::html::render_with(&report, &written.analysis, &v.html);

@@ -349,28 +349,6 @@ pub(crate) const NODE_PROVISIONING: &str = "60s±15s";
 /// `--image-pull`'s default: a vLLM image (about 10 GB) on a node that has not pulled it.
 pub(crate) const IMAGE_PULL: &str = "60s";
 
-/// The pods and nodes a rehearsal assumes by default for `engine`'s replicas.
-pub(crate) fn default_cluster(engine: &EngineConfig, initial_replicas: u32) -> ClusterSpec {
-    let secs = |s: &str| {
-        Delay::parse(s, |d| {
-            inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
-        })
-        .unwrap_or_else(|e| unreachable!("a built-in delay parses: {e}"))
-    };
-    let gpus = engine.tensor_parallel_size.max(1);
-    ClusterSpec {
-        gpus_per_node: gpus,
-        gpus_per_pod: gpus,
-        node_provisioning: secs(NODE_PROVISIONING),
-        image_pull: secs(IMAGE_PULL),
-        model_load: Delay::Fixed(engine.load_time_s()),
-        warmup: Delay::Fixed(0.0),
-        consolidate_after_s: 300.0,
-        do_not_disrupt: false,
-        initial_nodes: initial_replicas,
-    }
-}
-
 /// The verdict of `run`'s rehearsal.
 pub(crate) struct Verdict {
     /// For the terminal.
@@ -382,13 +360,18 @@ pub(crate) struct Verdict {
 /// `run`'s last step: the ScaledObject it generated (`so`) under the standard shape, half the
 /// measured capacity, a step to 2.5× for 20 minutes, and back, on replicas of `profile`.
 /// Writes `rehearsal.html` and `rehearsal.json` into `dir`.
+///
+/// Pods and nodes follow what the generated files assume (`o`): a new node takes the
+/// NodePool's provisioning time, a replica serves the rest of `--cold-start` after its node
+/// is up, and an empty node goes after the NodePool's `consolidateAfter`.
 pub(crate) fn standard(
     t: &Thresholds,
+    o: &inferscale_manifests::Options,
     so: &Path,
     profile: &str,
-    model_name: &str,
     dir: &Path,
 ) -> Result<Verdict> {
+    let model_name = o.model_name.as_str();
     let keda = read_scaledobject(so)?;
     let capacity = t
         .capacity_rps
@@ -421,7 +404,25 @@ pub(crate) fn standard(
         hpa_sync_s: 15.0,
         rule_interval_s: 30.0,
         step_s: 15.0,
-        cluster: default_cluster(&engine, initial),
+        cluster: ClusterSpec {
+            gpus_per_node: o.nodes.gpus_per_node,
+            gpus_per_pod: o
+                .nodes
+                .gpus_per_replica
+                .max(engine.tensor_parallel_size)
+                .max(1),
+            node_provisioning: Delay::Fixed(f64::from(o.nodes.provisioning_s)),
+            image_pull: Delay::Fixed(0.0),
+            model_load: Delay::Fixed(f64::from(
+                inferscale_manifests::karpenter::start_on_ready_node_s(o),
+            )),
+            warmup: Delay::Fixed(0.0),
+            consolidate_after_s: f64::from(inferscale_manifests::karpenter::consolidate_after_s(
+                t, o,
+            )),
+            do_not_disrupt: false,
+            initial_nodes: inferscale_manifests::karpenter::nodes_for(initial, o),
+        },
         rules: Vec::new(),
         engine,
     };
