@@ -185,9 +185,11 @@ Writes into --out:
   vllm-deployment-patch.yaml   warm-up before ready, do-not-disrupt, drain on stop
   vllm-args-patch.yaml         --gpu-memory-utilization 0.85, --max-model-len sized
   warmup-job.yaml              a Job that warms the Service after a rollout
+  karpenter-nodepool.yaml      a GPU NodePool (taint, consolidateAfter) and an EC2NodeClass
   README.md                    what to apply in which order; where each number comes from
-Every Kubernetes object is validated against the KEDA and prometheus-operator CRD schemas and
-KEDA's and the HPA's rules before anything is written.
+Every Kubernetes object is validated against the KEDA, prometheus-operator and Karpenter CRD
+schemas and KEDA's, Karpenter's and the HPA's rules before anything is written. Rehearse the
+ScaledObject before applying it: `inferscale rehearse --scaledobject DIR/scaledobject.yaml`.
 
 Examples:
   inferscale generate --thresholds inferscale-out/thresholds.json --out k8s/

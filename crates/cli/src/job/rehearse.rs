@@ -193,6 +193,10 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
 }
 
+fn secs(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}s"))
+}
+
 /// The table `rehearse` and `run` print: one row per rehearsal.
 pub(crate) fn table(outcomes: &[(String, Outcome)]) -> String {
     let mut s = String::new();
@@ -214,14 +218,14 @@ pub(crate) fn table(outcomes: &[(String, Outcome)]) -> String {
         let m = &o.summary;
         let _ = writeln!(
             s,
-            "{:<28} {:>8.2}% {:>8}s {:>8}s {:>7} {:>9} {:>9}s {:>9.2} {:>6} {:>5}  {}",
+            "{:<28} {:>8.2}% {:>9} {:>9} {:>7} {:>9} {:>10} {:>9.2} {:>6} {:>5}  {}",
             label,
             m.slo_attainment * 100.0,
-            opt(m.p95_e2e_s, 2),
-            opt(m.p99_e2e_s, 2),
+            secs(m.p95_e2e_s, 2),
+            secs(m.p99_e2e_s, 2),
             m.max_queue,
             m.max_replicas,
-            opt(m.first_scale_out_s, 0),
+            secs(m.first_scale_out_s, 0),
             m.gpu_hours,
             m.scale_events,
             m.flaps,
