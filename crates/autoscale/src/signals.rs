@@ -37,10 +37,13 @@ fn trigger(name: &str, query: String, metric_type: &str, threshold: f64, o: &Opt
 }
 
 /// The six signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
-/// target).
-pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32) -> Vec<Derived> {
-    let base: ScaledObject = objects::load(&keda::scaled_object(t, o))
-        .unwrap_or_else(|e| unreachable!("the generated ScaledObject loads: {e}"));
+/// target), or why the generated ScaledObject they start from does not load.
+pub fn derived(
+    t: &Thresholds,
+    o: &Options,
+    max_num_seqs: u32,
+) -> Result<Vec<Derived>, objects::LoadError> {
+    let base: ScaledObject = objects::load(&keda::scaled_object(t, o))?;
     let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
     let gpu_sel = Sel::exact(&[("namespace", &o.namespace)]);
     let running_target = (f64::from(max_num_seqs) * 0.8).floor().max(1.0);
@@ -124,7 +127,8 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32) -> Vec<Derived> {
             ),
         ),
     ];
-    list.into_iter()
+    Ok(list
+        .into_iter()
         .map(|(name, about, tr)| {
             let mut object = base.clone();
             object.metadata.name = format!("{}-{name}", base.metadata.name);
@@ -135,5 +139,5 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32) -> Vec<Derived> {
                 object,
             }
         })
-        .collect()
+        .collect())
 }

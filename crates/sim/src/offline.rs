@@ -3,6 +3,8 @@
 //! ([`inferscale_engine::fleet`]) uses it to record series as a Prometheus scraping the
 //! simulator would, without HTTP or wall time.
 
+use inferscale_autoscale::rehearse::{Exporters, Job};
+use inferscale_engine::fleet::Replica;
 use inferscale_engine::{Engine, EngineConfig};
 use inferscale_promtext::Exposition;
 
@@ -99,22 +101,29 @@ impl FleetExporters {
         }
     }
 
-    /// Calls `out` with replica `id`'s vLLM families that `keep` accepts and, when `keep`
-    /// accepts any `DCGM_` family, its GPU exporter's (`gpu` true), at virtual time `now`.
-    pub fn collect(
+    /// Forgets replica `id` (it left).
+    pub fn remove(&mut self, id: usize) {
+        self.by_replica.remove(&id);
+    }
+}
+
+/// A replica's vLLM families that `keep` accepts and, when `keep` accepts any `DCGM_`
+/// family, its GPU exporter's, at virtual time `now`.
+impl Exporters for FleetExporters {
+    fn collect(
         &mut self,
-        id: usize,
-        engine: &Engine,
+        replica: &Replica,
         now: f64,
         keep: &dyn Fn(&str) -> bool,
-        out: &mut dyn FnMut(bool, &Exposition<'_>),
+        out: &mut dyn FnMut(Job, &Exposition<'_>),
     ) {
-        let (cfg, model) = (&self.cfg, &self.model_name);
+        let (cfg, model, id) = (&self.cfg, &self.model_name, replica.id);
+        let engine = &replica.engine;
         let e = self
             .by_replica
             .entry(id)
             .or_insert_with(|| Exporter::new(cfg, model, 0.0, id));
-        out(false, &e.vllm_exposition(engine, keep));
+        out(Job::Engine, &e.vllm_exposition(engine, keep));
         if inferscale_catalog::dcgm::DEFAULT_FIELDS
             .iter()
             .chain(inferscale_catalog::dcgm::ECC_FIELDS)
@@ -122,13 +131,8 @@ impl FleetExporters {
         {
             let text = e.dcgm(engine, now);
             if let Ok(exp) = inferscale_promtext::parse(text.as_bytes()) {
-                out(true, &exp);
+                out(Job::Gpu, &exp);
             }
         }
-    }
-
-    /// Forgets replica `id` (it left).
-    pub fn remove(&mut self, id: usize) {
-        self.by_replica.remove(&id);
     }
 }

@@ -1,42 +1,21 @@
-//! What the rehearsal tests share: the simulator's exporters behind the rehearsal's trait,
-//! the seeds' setup, and reading a ScaledObject.
+//! What the rehearsal tests share: the simulator's exporters, the seeds' setup, and reading
+//! a ScaledObject.
 
 #![allow(dead_code)]
 
 use inferscale_autoscale::cluster::{ClusterSpec, Delay};
 use inferscale_autoscale::keda::KedaSpec;
-use inferscale_autoscale::rehearse::{Exporters, Job, Setup};
-use inferscale_engine::fleet::{Replica, Routing};
+use inferscale_autoscale::rehearse::Setup;
+use inferscale_engine::fleet::Routing;
 use inferscale_engine::{EngineConfig, RequestSpec, profile};
-use inferscale_promtext::Exposition;
 use inferscale_sim::FleetExporters;
-
-pub(crate) struct Sim(pub(crate) FleetExporters);
-
-impl Exporters for Sim {
-    fn collect(
-        &mut self,
-        replica: &Replica,
-        now: f64,
-        keep: &dyn Fn(&str) -> bool,
-        out: &mut dyn FnMut(Job, &Exposition<'_>),
-    ) {
-        self.0
-            .collect(replica.id, &replica.engine, now, keep, &mut |gpu, e| {
-                out(if gpu { Job::Gpu } else { Job::Engine }, e)
-            });
-    }
-}
 
 pub(crate) fn eks() -> EngineConfig {
     profile("aws-eks-ministral-8b-l40s").unwrap_or_else(|| unreachable!("a built-in profile"))
 }
 
-pub(crate) fn sim(cfg: &EngineConfig) -> Sim {
-    Sim(FleetExporters::new(
-        cfg,
-        "mistralai/Ministral-3-8B-Instruct-2512",
-    ))
+pub(crate) fn sim(cfg: &EngineConfig) -> FleetExporters {
+    FleetExporters::new(cfg, "mistralai/Ministral-3-8B-Instruct-2512")
 }
 
 /// The seeds' deployment: one L40S per node, a minute for Karpenter, a minute to pull.

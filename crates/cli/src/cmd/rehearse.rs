@@ -12,11 +12,12 @@ use inferscale_autoscale::rehearse::{Outcome, Setup, rehearse};
 use inferscale_autoscale::traffic::Traffic;
 use inferscale_engine::fleet::Routing;
 use inferscale_engine::{EngineConfig, RequestSpec};
+use inferscale_sim::FleetExporters;
 
 use crate::cli::{RehearseArgs, RoutingArg};
 use crate::job::manifests::read_thresholds;
 use crate::job::rehearse::{
-    Sim, details, read_rules, read_scaledobject, read_trace, table, timeline_csv,
+    details, read_rules, read_scaledobject, read_trace, table, timeline_csv,
 };
 use crate::output::{check_distinct, check_writable, emit, write_all};
 
@@ -190,7 +191,9 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             + setup.cluster.model_load.mean()
             + setup.cluster.warmup.mean())
         .ceil() as u32;
-        for d in inferscale_autoscale::signals::derived(t, &o, setup.engine.max_num_seqs) {
+        let derived = inferscale_autoscale::signals::derived(t, &o, setup.engine.max_num_seqs)
+            .map_err(|e| anyhow!("the ScaledObject the signals derive from: {e}"))?;
+        for d in derived {
             let k = KedaSpec::from_object(&d.object)
                 .map_err(|e| anyhow!("the derived {} ScaledObject: {e}", d.name))?;
             objects.push((format!("signal:{}", d.name), k));
@@ -205,7 +208,7 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             i + 1,
             duration_s / 3600.0
         );
-        let mut sim = Sim::new(&setup.engine, &model_name);
+        let mut sim = FleetExporters::new(&setup.engine, &model_name);
         let out = rehearse(&setup, &k, &traffic, &mut sim, &mut |t| {
             eprintln!("  {label}: {:.0} h simulated", t / 3600.0);
         })?;

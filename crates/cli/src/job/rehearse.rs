@@ -6,12 +6,9 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use inferscale_autoscale::keda::KedaSpec;
-use inferscale_autoscale::rehearse::{AlertRule, Exporters, Job, Outcome};
-use inferscale_engine::EngineConfig;
-use inferscale_engine::fleet::Replica;
+use inferscale_autoscale::rehearse::{AlertRule, Outcome};
 use inferscale_manifests::objects::{self, PrometheusRule, RuleFile, ScaledObject};
 use inferscale_promql::Query;
-use inferscale_promtext::Exposition;
 use inferscale_sim::FleetExporters;
 
 use crate::input::{cap, read_text};
@@ -22,30 +19,6 @@ use inferscale_autoscale::rehearse::{Setup, rehearse};
 use inferscale_autoscale::traffic::Traffic;
 use inferscale_engine::RequestSpec;
 use inferscale_engine::fleet::Routing;
-
-/// The simulator's exporters for a rehearsal.
-pub(crate) struct Sim(FleetExporters);
-
-impl Sim {
-    pub(crate) fn new(cfg: &EngineConfig, model_name: &str) -> Sim {
-        Sim(FleetExporters::new(cfg, model_name))
-    }
-}
-
-impl Exporters for Sim {
-    fn collect(
-        &mut self,
-        replica: &Replica,
-        now: f64,
-        keep: &dyn Fn(&str) -> bool,
-        out: &mut dyn FnMut(Job, &Exposition<'_>),
-    ) {
-        self.0
-            .collect(replica.id, &replica.engine, now, keep, &mut |gpu, e| {
-                out(if gpu { Job::Gpu } else { Job::Engine }, e)
-            });
-    }
-}
 
 /// The 1-based line of `path` (`spec.triggers[1].metadata.threshold`) in block YAML `text`,
 /// or of the deepest part of it that is there.
@@ -430,7 +403,7 @@ pub(crate) fn standard(
         rules: Vec::new(),
         engine,
     };
-    let mut sim = Sim::new(&setup.engine, model_name);
+    let mut sim = FleetExporters::new(&setup.engine, model_name);
     let out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
     let m = &out.summary;
     let shape =
