@@ -423,6 +423,56 @@ mod tests {
     }
 
     #[test]
+    fn per_direction_tolerances_replace_the_global_one() {
+        // HPAConfigurableTolerance: up 0 (any excess scales out), down 0.5 (a halving is
+        // still "within").
+        let mut b = Behavior::kubernetes_default();
+        b.up.tolerance = Some(0.0);
+        b.down.tolerance = Some(0.5);
+        b.down.stabilization_s = 0;
+        let mut h = Hpa::new(Spec::new(1, 100, Some(b.clone())));
+        // 105m per pod over 100m: 5 % over, outside a 0 tolerance: ceil(4 × 1.05) = 5.
+        assert_eq!(
+            desired(h.reconcile(0.0, all(4), &[avg(4.0 * 0.105, 0.1)])),
+            5
+        );
+        let mut h = Hpa::new(Spec::new(1, 100, Some(b)));
+        // 50m per pod: a ratio of 0.5, inside [1 - 0.5, 1 + 0]: no change.
+        assert_eq!(
+            desired(h.reconcile(0.0, all(4), &[avg(4.0 * 0.05, 0.1)])),
+            4
+        );
+        // 40m: outside, halved and more.
+        assert_eq!(
+            desired(h.reconcile(15.0, all(4), &[avg(4.0 * 0.04, 0.1)])),
+            2
+        );
+    }
+
+    #[test]
+    fn the_scale_up_window_takes_the_lowest_recommendation_in_it() {
+        // The seeds' scaleUp: a 30 s window, Pods 2 per 60 s. A proposal of 8 from one
+        // replica is held back while the seeded recommendation (1) is inside the window, and
+        // once past it the policy allows +2.
+        let mut b = Behavior::kubernetes_default();
+        b.up.stabilization_s = 30;
+        b.up.policies = vec![Policy {
+            kind: PolicyKind::Pods,
+            value: 2,
+            period_s: 60,
+        }];
+        let mut h = Hpa::new(Spec::new(1, 5, Some(b)));
+        let high = [avg(8.0, 1.0)];
+        assert_eq!(desired(h.reconcile(0.0, all(1), &high)), 1);
+        assert_eq!(desired(h.reconcile(15.0, all(1), &high)), 1);
+        // At 30 s the seed (t = 0) is no longer strictly after now - 30.
+        assert_eq!(desired(h.reconcile(30.0, all(1), &high)), 3);
+        // The 60 s period remembers the +2: nothing more until it has passed.
+        assert_eq!(desired(h.reconcile(45.0, all(3), &high)), 3);
+        assert_eq!(desired(h.reconcile(90.0, all(3), &high)), 5);
+    }
+
+    #[test]
     fn the_default_scale_up_is_at_most_four_pods_or_double_per_15_s() {
         let mut h = Hpa::new(Spec::new(1, 100, Some(Behavior::kubernetes_default())));
         // Wants 100 from 1: +4 (5) beats ×2 (2).
