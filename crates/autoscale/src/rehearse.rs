@@ -395,6 +395,9 @@ struct Control<'a> {
     alert_state: Vec<AlertState>,
     alerts: Vec<AlertSpan>,
     last_values: Vec<Option<f64>>,
+    /// The triggers' values at a time, until the next scrape changes what they read (KEDA's
+    /// poll and the HPA's sync often query at the same instant).
+    live_at: Option<(f64, Vec<Fetch>)>,
     reports: Vec<TriggerReport>,
     max_queue: u32,
     max_queue_per_pod: f64,
@@ -473,6 +476,7 @@ impl Control<'_> {
             self.store.forget(&gpu_target(ns, r.id), at);
         }
         self.departed_seen = fleet.departed().len();
+        self.live_at = None;
         if t >= self.next_compaction {
             // Queries look back minutes; an hour of samples is kept.
             self.store.retain_after(Self::ms(t - RETENTION_S));
@@ -500,14 +504,22 @@ impl Control<'_> {
         self.max_nodes = self.max_nodes.max(self.cluster.live_nodes() as u32);
     }
 
-    fn live(&self, t: f64) -> Vec<Fetch> {
+    fn live(&mut self, t: f64) -> Vec<Fetch> {
+        if let Some((at, v)) = &self.live_at
+            && *at == t
+        {
+            return v.clone();
+        }
         let ev = Evaluator::new(&self.store);
-        self.keda
+        let v: Vec<Fetch> = self
+            .keda
             .spec
             .triggers
             .iter()
             .map(|tr| fetch(&ev.eval(&tr.query, Self::ms(t)), tr.ignore_null))
-            .collect()
+            .collect();
+        self.live_at = Some((t, v.clone()));
+        v
     }
 
     fn rules(&mut self, t: f64) {
@@ -770,6 +782,7 @@ pub fn rehearse(
         alert_state: vec![AlertState::Inactive; setup.rules.len()],
         alerts: Vec::new(),
         last_values: vec![None; keda.triggers.len()],
+        live_at: None,
         reports,
         max_queue: 0,
         max_queue_per_pod: 0.0,

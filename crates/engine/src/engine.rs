@@ -6,13 +6,14 @@
 //! what happened as [`Event`]s. It never reads a clock, so the simulator can drive it in real
 //! (or accelerated) time and the rehearsal in pure virtual time, with the same results.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{CostModel, Overheads, StepShape};
 use crate::hardware::GpuSpec;
-use crate::kv::{BlockPool, MemoryError, MemoryPlan, plan_memory};
+use crate::kv::{BLOCK_SIZE, BlockPool, MemoryError, MemoryPlan, blocks_for, plan_memory};
 use crate::model::{ModelSpec, WeightDtype};
 use crate::stats::{FinishReason, Stats};
 use inferscale_rng::Rng;
@@ -262,6 +263,12 @@ pub struct Event {
 #[derive(Debug, Clone)]
 struct Req {
     id: u64,
+    /// Its place in the running batch: set when it is scheduled from the queue, increasing
+    /// (the batch's order is the order of these numbers).
+    seq: u64,
+    /// For a member of [`Decoders`]: the shared decode step count when `computed` and
+    /// `output` were last written.
+    g0: u64,
     prompt: u32,
     max_tokens: u32,
     stop_at: u32,
@@ -290,8 +297,121 @@ impl Req {
 #[derive(Debug, Clone)]
 struct InFlight {
     end: f64,
-    /// `(request id, new tokens)` in running order.
+    /// `(seq, new tokens)` of the requests in `Engine::running` that it computes, in running
+    /// order. Every member of `Engine::decoders` computes one token in it as well.
     scheduled: Vec<(u64, u32)>,
+}
+
+/// A slot of [`Decoders`] that holds nobody.
+const VACANT: u64 = u64::MAX;
+
+/// The running requests in steady decode, advanced together: each computes one token per
+/// step, so a step costs O(1) for all of them instead of O(batch). A member's `computed`
+/// and `output` are as of shared step `g0`; the truth is those plus `g − g0`. It holds
+/// `blocks_for(computed)` blocks between steps, so the members that need a new block in a
+/// step are those whose `computed` is a multiple of [`BLOCK_SIZE`]: counted per phase,
+/// `(computed − g) mod BLOCK_SIZE`, which does not change as they advance. Their ends
+/// (`stop_at`, or a cut) are known, and wait in a heap keyed by the step they end at.
+///
+/// This is bookkeeping, not a model: every decision (budget, blocks, preemption, order) is
+/// the one the request-by-request scheduler makes, and whenever the shortcut cannot prove
+/// that (the cache is short, the budget is smaller than the batch, the order is not plain),
+/// the members return to the plain list first.
+#[derive(Debug, Clone, Default)]
+struct Decoders {
+    slots: Vec<Req>,
+    vacant: Vec<u32>,
+    len: u32,
+    /// Steps the members took together.
+    g: u64,
+    /// `Σ computed` over the members.
+    computed_sum: u64,
+    /// Members per phase.
+    phase: [u32; BLOCK_SIZE as usize],
+    /// `(step it ends at, seq, slot)`; entries whose slot changed hands are stale.
+    ends: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// At least the largest member seq (so `Engine::running` is after them when its first
+    /// seq is larger).
+    max_seq: u64,
+    /// When the members last produced a token (they all did, at the last step's end).
+    last_t: f64,
+    /// Members marked cancelled while a step was in flight.
+    cancelled: u32,
+}
+
+impl Decoders {
+    fn phase_of(&self, computed: u64) -> usize {
+        (computed.wrapping_sub(self.g) % u64::from(BLOCK_SIZE)) as usize
+    }
+
+    /// Members that need a block to compute their next token.
+    fn blocks_needed(&self) -> u32 {
+        self.phase[self.phase_of(0)]
+    }
+
+    /// Adds `r`, which produced a token at `last_t` and ends `left` tokens later.
+    fn insert(&mut self, mut r: Req, left: u32) {
+        debug_assert_eq!(r.blocks, blocks_for(r.computed));
+        r.g0 = self.g;
+        self.computed_sum += r.computed;
+        self.phase[self.phase_of(r.computed)] += 1;
+        self.max_seq = self.max_seq.max(r.seq);
+        let end = self.g + u64::from(left);
+        let seq = r.seq;
+        let slot = match self.vacant.pop() {
+            Some(i) => {
+                self.slots[i as usize] = r;
+                i
+            }
+            None => {
+                self.slots.push(r);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.ends.push(Reverse((end, seq, slot)));
+        self.len += 1;
+    }
+
+    /// Removes the member in `slot`, written up to date (between steps: it holds the blocks
+    /// of what it computed).
+    fn take(&mut self, slot: u32) -> Req {
+        let (g, last_t) = (self.g, self.last_t);
+        let r = &mut self.slots[slot as usize];
+        let d = g - r.g0;
+        r.computed += d;
+        r.output += d as u32;
+        if d > 0 {
+            r.last_token = last_t;
+        }
+        r.g0 = g;
+        r.blocks = blocks_for(r.computed);
+        let out = r.clone();
+        r.seq = VACANT;
+        self.vacant.push(slot);
+        self.len -= 1;
+        self.computed_sum -= out.computed;
+        let k = self.phase_of(out.computed);
+        self.phase[k] -= 1;
+        if self.len == 0 {
+            self.reset();
+        }
+        out
+    }
+
+    fn reset(&mut self) {
+        self.slots.clear();
+        self.vacant.clear();
+        self.ends.clear();
+        self.len = 0;
+        self.computed_sum = 0;
+        self.phase = [0; BLOCK_SIZE as usize];
+        self.max_seq = 0;
+        self.cancelled = 0;
+    }
+
+    fn live_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.slots.len() as u32).filter(|&i| self.slots[i as usize].seq != VACANT)
+    }
 }
 
 /// The engine. See the module documentation.
@@ -319,6 +439,17 @@ pub struct Engine {
     cancel_pending: bool,
     /// The last step's schedule, kept for its allocation.
     spare_scheduled: Vec<(u64, u32)>,
+    /// Running requests in steady decode; the rest of the batch is in `running`.
+    decoders: Decoders,
+    /// The next [`Req::seq`].
+    next_seq: u64,
+    /// What ended in the last step, kept for the allocation.
+    spare_finished: Vec<(Req, FinishReason, bool)>,
+    /// Positions in `running` of what ended in the last step, kept for the allocation.
+    spare_ended: Vec<(usize, FinishReason, bool)>,
+    /// Whether steady decoders join `decoders` (off only in the test that holds the
+    /// shortcut to the plain scheduler).
+    shortcut: bool,
 }
 
 impl Engine {
@@ -344,6 +475,11 @@ impl Engine {
             cfg,
             cancel_pending: false,
             spare_scheduled: Vec::new(),
+            decoders: Decoders::default(),
+            next_seq: 0,
+            spare_finished: Vec::new(),
+            spare_ended: Vec::new(),
+            shortcut: true,
         })
     }
 
@@ -385,7 +521,10 @@ impl Engine {
 
     /// Whether nothing is queued, running or in flight.
     pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty() && self.in_flight.is_none()
+        self.waiting.is_empty()
+            && self.running.is_empty()
+            && self.decoders.len == 0
+            && self.in_flight.is_none()
     }
 
     /// Adds a request arriving at `now` and returns its id. The caller has checked it against
@@ -423,8 +562,11 @@ impl Engine {
         };
         self.advance_idle_clock(now);
         self.now = self.now.max(now);
+        self.stats.now = self.now;
         self.waiting.push_back(Req {
             id,
+            seq: VACANT,
+            g0: 0,
             prompt: spec.prompt_tokens.max(1),
             max_tokens,
             stop_at: max_tokens.min(natural),
@@ -475,7 +617,42 @@ impl Engine {
             }
             return true;
         }
+        let d = &self.decoders;
+        let found = d.live_slots().find(|&i| d.slots[i as usize].id == id);
+        if let Some(slot) = found {
+            if self.in_flight.is_some() {
+                // It computes its token in the step in flight; `complete` takes it out.
+                let r = &mut self.decoders.slots[slot as usize];
+                if r.cancelled.is_none() {
+                    r.cancelled = Some(reason);
+                    self.decoders.cancelled += 1;
+                }
+            } else {
+                let mut r = self.decoders.take(slot);
+                r.cancelled = Some(reason);
+                self.insert_running(r);
+                self.cancel_pending = true;
+                self.reap_aborted(now.max(self.now), events);
+            }
+            return true;
+        }
         false
+    }
+
+    /// Puts `r` back in `running` at its place in the batch's order.
+    fn insert_running(&mut self, r: Req) {
+        let at = self.running.partition_point(|x| x.seq < r.seq);
+        self.running.insert(at, r);
+    }
+
+    /// Returns every member of the decoders to `running`, in the batch's order.
+    fn materialize(&mut self) {
+        let slots: Vec<u32> = self.decoders.live_slots().collect();
+        for slot in slots {
+            let r = self.decoders.take(slot);
+            self.running.push(r);
+        }
+        self.running.sort_unstable_by_key(|r| r.seq);
     }
 
     /// When something next happens without new input: the end of the step in flight, or the
@@ -484,14 +661,25 @@ impl Engine {
         if let Some(f) = &self.in_flight {
             return Some(f.end);
         }
-        if !self.running.is_empty() {
+        if !self.running.is_empty() || self.decoders.len > 0 {
             return Some(self.now);
         }
         self.waiting.front().map(|r| r.ready.max(self.now))
     }
 
-    /// Runs every step that ends at or before `until`, appending what happened to `events`.
+    /// Runs every step that ends at or before `until`, appending what happened to `events`:
+    /// in time order, and at one instant a request's events in their order (its token, then
+    /// its end), the requests in no particular order.
+    #[inline]
     pub fn advance(&mut self, until: f64, events: &mut Vec<Event>) {
+        // The common case of a fleet's many calls: the step in flight ends later.
+        if self.in_flight.as_ref().is_some_and(|f| f.end > until) {
+            return;
+        }
+        self.run_until(until, events);
+    }
+
+    fn run_until(&mut self, until: f64, events: &mut Vec<Event>) {
         loop {
             if let Some(f) = &self.in_flight {
                 if f.end > until {
@@ -544,6 +732,21 @@ impl Engine {
         let mut scheduled = std::mem::take(&mut self.spare_scheduled);
         scheduled.clear();
         let mut shape = StepShape::default();
+        // The decoders first: they are the front of the batch. When the cache holds their
+        // new blocks and the budget their tokens, they are scheduled as the loop below would
+        // schedule them one by one; otherwise they rejoin the plain list and go through it.
+        if self.decoders.len > 0 {
+            let d = &self.decoders;
+            let ordered = self.running.first().is_none_or(|r| r.seq > d.max_seq);
+            if ordered && d.len <= budget && self.pool.take(d.blocks_needed()) {
+                budget -= d.len;
+                shape.decode_seqs += d.len;
+                shape.decode_context_tokens += d.computed_sum + u64::from(d.len);
+                shape.sampled += d.len;
+            } else {
+                self.materialize();
+            }
+        }
         let mut preempted = false;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
@@ -578,13 +781,15 @@ impl Engine {
             if !ok {
                 break;
             }
-            scheduled.push((self.running[i].id, n));
+            scheduled.push((self.running[i].seq, n));
             Self::add_to_shape(&mut shape, &self.running[i], n);
             budget -= n;
             i += 1;
         }
         if !preempted {
-            while budget > 0 && (self.running.len() as u32) < self.cfg.max_num_seqs {
+            while budget > 0
+                && (self.running.len() as u32 + self.decoders.len) < self.cfg.max_num_seqs
+            {
                 let Some(r) = self.waiting.front_mut() else {
                     break;
                 };
@@ -610,16 +815,18 @@ impl Engine {
                     r.first_scheduled = Some(self.now);
                     self.stats.queue_time.observe(self.now - r.arrival);
                 }
-                scheduled.push((r.id, n));
+                r.seq = self.next_seq;
+                self.next_seq += 1;
+                scheduled.push((r.seq, n));
                 Self::add_to_shape(&mut shape, &r, n);
                 budget -= n;
                 self.running.push(r);
             }
         }
-        self.stats.running = self.running.len() as u32;
+        self.stats.running = self.running.len() as u32 + self.decoders.len;
         self.stats.waiting = self.waiting.len() as u32;
         self.stats.kv_usage = self.pool.usage();
-        if scheduled.is_empty() {
+        if scheduled.is_empty() && self.decoders.len == 0 {
             self.spare_scheduled = scheduled;
             return false;
         }
@@ -682,15 +889,33 @@ impl Engine {
     fn complete(&mut self, f: InFlight, events: &mut Vec<Event>) {
         self.now = f.end;
         let t = f.end;
-        let mut finished: Vec<(usize, FinishReason, bool)> = Vec::new();
+        // Decoders cancelled during the step computed its token but produce nothing: they
+        // rejoin the plain list, where the reaper finds them.
+        if self.decoders.cancelled > 0 {
+            let d = &self.decoders;
+            let marked: Vec<u32> = d
+                .live_slots()
+                .filter(|&i| d.slots[i as usize].cancelled.is_some())
+                .collect();
+            for slot in marked {
+                let mut r = self.decoders.take(slot);
+                r.computed += 1;
+                r.blocks = blocks_for(r.computed);
+                self.insert_running(r);
+                self.cancel_pending = true;
+            }
+            self.decoders.cancelled = 0;
+        }
+        let mut ended = std::mem::take(&mut self.spare_ended);
+        ended.clear();
         let mut j = 0;
         // Decoding requests mostly share one inter-token latency: record runs of equal
-        // values with one bucket search (the decode loop's hot spot).
+        // values with one bucket search.
         let mut itl_run = (0.0_f64, 0_u64);
-        for &(id, n) in &f.scheduled {
+        for &(seq, n) in &f.scheduled {
             // Scheduled requests are still in `running`, in order (preemption happens only at
             // the start of a step); skip the ones that were not scheduled.
-            while j < self.running.len() && self.running[j].id != id {
+            while j < self.running.len() && self.running[j].seq != seq {
                 j += 1;
             }
             let Some(r) = self.running.get_mut(j) else {
@@ -735,35 +960,93 @@ impl Engine {
             if let Some((n, reason)) = r.cut
                 && r.output >= n
             {
-                finished.push((j, reason, false));
+                ended.push((j, reason, false));
             } else if r.output >= r.stop_at {
                 let reason = if r.output >= r.max_tokens {
                     FinishReason::Length
                 } else {
                     FinishReason::Stop
                 };
-                finished.push((j, reason, true));
+                ended.push((j, reason, true));
             }
         }
         self.stats.itl.observe_repeated(itl_run.0, itl_run.1);
         self.spare_scheduled = f.scheduled;
-        // Removed from the back (each removal moves only the requests after it), reported
-        // in running order.
-        let mut gone: Vec<Req> = finished
-            .iter()
-            .rev()
-            .map(|f| self.running.remove(f.0))
-            .collect();
-        for (_, reason, normal) in finished {
-            let Some(mut r) = gone.pop() else { break };
+        let mut finished = std::mem::take(&mut self.spare_finished);
+        finished.clear();
+        // Removed from the back (each removal moves only the requests after it).
+        for &(at, reason, normal) in ended.iter().rev() {
+            finished.push((self.running.remove(at), reason, normal));
+        }
+        self.spare_ended = ended;
+        // Every decoder computed and produced one token.
+        let d = &mut self.decoders;
+        if d.len > 0 {
+            d.g += 1;
+            d.computed_sum += u64::from(d.len);
+            self.stats.generation_tokens += u64::from(d.len);
+            self.stats
+                .itl
+                .observe_repeated(t - d.last_t, u64::from(d.len));
+            d.last_t = t;
+            if self.token_events {
+                for slot in d.live_slots() {
+                    let r = &d.slots[slot as usize];
+                    events.push(Event {
+                        id: r.id,
+                        t,
+                        kind: EventKind::Token,
+                        output_tokens: r.output + (d.g - r.g0) as u32,
+                        prompt_tokens: r.prompt,
+                    });
+                }
+            }
+            while let Some(&Reverse((end, seq, slot))) = d.ends.peek() {
+                if end > d.g {
+                    break;
+                }
+                d.ends.pop();
+                if d.slots.get(slot as usize).is_none_or(|r| r.seq != seq) {
+                    continue; // It left the decoders before its end.
+                }
+                let r = d.take(slot);
+                let (reason, normal) = match r.cut {
+                    Some((n, reason)) if r.output >= n => (reason, false),
+                    _ if r.output >= r.max_tokens => (FinishReason::Length, true),
+                    _ => (FinishReason::Stop, true),
+                };
+                finished.push((r, reason, normal));
+            }
+        }
+        // Reported in the batch's order.
+        finished.sort_unstable_by_key(|f| f.0.seq);
+        for (mut r, reason, normal) in finished.drain(..) {
             self.pool.release(&mut r.blocks);
             if normal {
                 self.record_finished(&r, t);
             }
             self.finish(r, reason, t, events);
         }
+        self.spare_finished = finished;
         self.reap_aborted(t, events);
-        self.stats.running = self.running.len() as u32;
+        // What produced a token now and decodes next joins the decoders.
+        let d = &mut self.decoders;
+        d.last_t = t;
+        let shortcut = self.shortcut;
+        self.running.retain(|r| {
+            let decodes = shortcut
+                && r.cancelled.is_none()
+                && r.output > 0
+                && r.last_token == t
+                && r.computed + 1 == r.total();
+            if decodes {
+                let end = r.cut.map_or(r.stop_at, |(n, _)| n.min(r.stop_at));
+                debug_assert!(end > r.output, "an ended request is not running");
+                d.insert(r.clone(), end.saturating_sub(r.output));
+            }
+            !decodes
+        });
+        self.stats.running = self.running.len() as u32 + self.decoders.len;
         self.stats.waiting = self.waiting.len() as u32;
         self.stats.kv_usage = self.pool.usage();
         self.stats.now = t;
@@ -811,5 +1094,200 @@ impl Engine {
             output_tokens: r.output,
             prompt_tokens: r.prompt,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::find_gpu;
+    use crate::model::find_model;
+
+    fn engine(gpu: &str, model: &str, f: impl FnOnce(&mut EngineConfig)) -> Engine {
+        let mut c = EngineConfig::new(
+            find_gpu(gpu).unwrap_or_else(|| unreachable!()),
+            find_model(model).unwrap_or_else(|| unreachable!()),
+        );
+        f(&mut c);
+        Engine::new(c).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A load: Poisson arrivals of mixed prompts and outputs, some cut short by a fault,
+    /// some cancelled while queued, running or in a step.
+    struct Load {
+        rate: f64,
+        duration: f64,
+        prompt: (u32, u32),
+        max_tokens: (u32, u32),
+        cancel: f64,
+        cut: f64,
+        seed: u64,
+    }
+
+    /// Everything the engine says and counts under `load`: its events, and its statistics
+    /// with the inter-token latency's sum apart (added in runs, it differs in rounding).
+    fn run(mut e: Engine, load: &Load) -> (Vec<Event>, Stats, f64) {
+        let mut rng = Rng::new(load.seed);
+        let mut events = Vec::new();
+        let mut live: Vec<u64> = Vec::new();
+        let mut t = 0.0;
+        let pick = |rng: &mut Rng, (lo, hi): (u32, u32)| {
+            lo + (rng.next_u64() % u64::from(hi - lo + 1)) as u32
+        };
+        while t < load.duration {
+            t += -rng.next_f64().max(1e-12).ln() / load.rate;
+            e.advance(t, &mut events);
+            let spec = RequestSpec {
+                prompt_tokens: pick(&mut rng, load.prompt),
+                max_tokens: pick(&mut rng, load.max_tokens),
+                ignore_eos: rng.next_f64() < 0.5,
+            };
+            let cut = (rng.next_f64() < load.cut).then(|| {
+                let reason = if rng.next_f64() < 0.5 {
+                    FinishReason::Abort
+                } else {
+                    FinishReason::Error
+                };
+                (pick(&mut rng, (1, 50)), reason)
+            });
+            live.push(e.submit_with_cut(spec, t, cut));
+            if rng.next_f64() < load.cancel {
+                let id = live[(rng.next_u64() % live.len() as u64) as usize];
+                e.cancel(id, t, FinishReason::Abort, &mut events);
+            }
+        }
+        while let Some(next) = e.next_event_time() {
+            e.advance(next, &mut events);
+        }
+        let mut stats = e.stats().clone();
+        let itl_sum = std::mem::take(&mut stats.itl.sum);
+        // One instant's events come request by request in no set order; each request's in
+        // its own order (a token before the end).
+        events.sort_by(|a, b| a.t.total_cmp(&b.t).then(a.id.cmp(&b.id)));
+        (events, stats, itl_sum)
+    }
+
+    #[test]
+    fn the_decode_shortcut_changes_nothing_the_plain_scheduler_does() {
+        let cases: Vec<(&str, Engine, Load)> = vec![
+            (
+                "the seeds' deployment below saturation",
+                engine("L40S", "Ministral-3-8B", |c| {
+                    c.max_num_seqs = 128;
+                    c.max_model_len = 8192;
+                }),
+                Load {
+                    rate: 40.0,
+                    duration: 20.0,
+                    prompt: (34, 34),
+                    max_tokens: (100, 100),
+                    cancel: 0.0,
+                    cut: 0.0,
+                    seed: 1,
+                },
+            ),
+            (
+                "overloaded, mixed lengths",
+                engine("L40S", "Ministral-3-8B", |c| {
+                    c.max_num_seqs = 128;
+                    c.max_model_len = 8192;
+                }),
+                Load {
+                    rate: 80.0,
+                    duration: 15.0,
+                    prompt: (20, 200),
+                    max_tokens: (50, 300),
+                    cancel: 0.02,
+                    cut: 0.02,
+                    seed: 2,
+                },
+            ),
+            (
+                "a tight KV cache: preemption by recompute",
+                engine("L4", "Llama-3.1-8B", |c| {
+                    c.gpu_memory_utilization = 0.8;
+                    c.max_model_len = 4096;
+                    c.max_num_batched_tokens = 4096;
+                    c.output_length = OutputLength::LogNormal {
+                        median: 200.0,
+                        sigma: 0.8,
+                    };
+                }),
+                Load {
+                    rate: 20.0,
+                    duration: 20.0,
+                    prompt: (100, 1500),
+                    max_tokens: (100, 1500),
+                    cancel: 0.05,
+                    cut: 0.05,
+                    seed: 3,
+                },
+            ),
+            (
+                "long prompts in small chunks",
+                engine("H100", "Llama-3.1-8B", |c| c.max_num_batched_tokens = 512),
+                Load {
+                    rate: 15.0,
+                    duration: 20.0,
+                    prompt: (10, 3000),
+                    max_tokens: (10, 400),
+                    cancel: 0.05,
+                    cut: 0.05,
+                    seed: 4,
+                },
+            ),
+            (
+                "no chunked prefill",
+                engine("H100", "Llama-3.1-8B", |c| {
+                    c.chunked_prefill = false;
+                    c.max_num_seqs = 64;
+                }),
+                Load {
+                    rate: 30.0,
+                    duration: 15.0,
+                    prompt: (10, 2000),
+                    max_tokens: (1, 300),
+                    cancel: 0.1,
+                    cut: 0.1,
+                    seed: 5,
+                },
+            ),
+            (
+                "more sequences than the token budget",
+                engine("L4", "Llama-3.1-8B", |c| {
+                    c.max_num_seqs = 256;
+                    c.max_num_batched_tokens = 64;
+                    c.max_model_len = 2048;
+                }),
+                Load {
+                    rate: 10.0,
+                    duration: 20.0,
+                    prompt: (10, 200),
+                    max_tokens: (10, 200),
+                    cancel: 0.02,
+                    cut: 0.0,
+                    seed: 6,
+                },
+            ),
+        ];
+        for (what, e, load) in cases {
+            let mut plain = e.clone();
+            plain.shortcut = false;
+            let (ea, sa, ia) = run(plain, &load);
+            let (eb, sb, ib) = run(e, &load);
+            assert!(
+                sa.steps > 100 && sa.ok() > 50,
+                "{what}: the load is too light to tell"
+            );
+            assert_eq!(ea.len(), eb.len(), "{what}: events");
+            for (a, b) in ea.iter().zip(&eb) {
+                assert_eq!(a, b, "{what}");
+            }
+            assert_eq!(sa, sb, "{what}: statistics");
+            assert!(
+                (ia - ib).abs() <= 1e-9 * ia.abs().max(1.0),
+                "{what}: ITL sum {ia} vs {ib}"
+            );
+        }
     }
 }

@@ -9,6 +9,9 @@
 //!
 //! At one instant the order is fixed: engine steps that end at or before `t` first, then the
 //! arrivals at `t`, then the observers due at `t` (so an observer sees what arrived with it).
+//! The loop stops only at arrivals and observer ticks (engines are independent between
+//! them), and reports the engine events of each interval in time order, replica order
+//! within one instant: the same notices, in the same order, as stopping at every step.
 //!
 //! ```
 //! use inferscale_engine::fleet::{drive, Every, Fleet, Routing};
@@ -290,8 +293,9 @@ impl Fleet {
         Ok(())
     }
 
-    /// Removes draining replicas that have nothing left to do.
+    /// Removes draining replicas that have nothing left to do, in the order they left.
     fn reap(&mut self, t: f64) {
+        let before = self.gone.len();
         let mut i = 0;
         while i < self.replicas.len() {
             let r = &self.replicas[i];
@@ -305,6 +309,8 @@ impl Fleet {
                 i += 1;
             }
         }
+        self.gone[before..]
+            .sort_by(|a, b| a.left_at.unwrap_or(t).total_cmp(&b.left_at.unwrap_or(t)));
     }
 
     /// Routes a request arriving at `t` to a ready replica, or counts it as unrouted and
@@ -346,15 +352,26 @@ impl Fleet {
             .min_by(f64::total_cmp)
     }
 
-    /// Runs every replica up to `until`, appending what happened, replica by replica.
+    /// Runs every replica up to `until`, appending what happened in time order (replica
+    /// order within one instant).
     pub fn advance(&mut self, until: f64, events: &mut Vec<FleetEvent>) {
+        let from = events.len();
+        let mut sources = 0;
         for r in &mut self.replicas {
             self.scratch.clear();
             r.engine.advance(until, &mut self.scratch);
+            if self.scratch.is_empty() {
+                continue;
+            }
+            sources += 1;
             events.extend(self.scratch.iter().map(|&event| FleetEvent {
                 replica: r.id,
                 event,
             }));
+        }
+        if sources > 1 {
+            // Each replica's events are in time order; a stable sort merges them.
+            events[from..].sort_by(|a, b| a.event.t.total_cmp(&b.event.t));
         }
         self.now = self.now.max(until);
         self.reap(until);
@@ -431,8 +448,9 @@ pub fn drive(
             .filter_map(|o| o.next_tick())
             .filter(|t| *t <= until)
             .min_by(f64::total_cmp);
-        let next_step = fleet.next_event_time().filter(|t| *t <= until);
-        let Some(t) = [next_arrival, next_tick, next_step]
+        // Engine steps between two arrivals or ticks need no stop: the fleet runs them when
+        // it advances to the next one.
+        let Some(t) = [next_arrival, next_tick]
             .into_iter()
             .flatten()
             .min_by(f64::total_cmp)

@@ -183,6 +183,15 @@ impl BlockPool {
         true
     }
 
+    /// Takes `n` free blocks; false (and nothing taken) when fewer are free.
+    pub fn take(&mut self, n: u32) -> bool {
+        if n > self.free {
+            return false;
+        }
+        self.free -= n;
+        true
+    }
+
     /// Returns a request's blocks to the pool.
     pub fn release(&mut self, held: &mut u32) {
         self.free += *held;

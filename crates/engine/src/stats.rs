@@ -36,17 +36,15 @@ impl Hist {
         self.count += 1;
     }
 
-    /// Records `n` equal observations: what `n` calls of [`Hist::observe`] record, bit for
-    /// bit (the sum is added to one at a time), with one bucket search.
+    /// Records `n` equal observations: what `n` calls of [`Hist::observe`] record (the sum
+    /// up to rounding: `n · v` is added at once), with one bucket search.
     pub fn observe_repeated(&mut self, v: f64, n: u64) {
         if n == 0 {
             return;
         }
         let i = self.bounds.partition_point(|b| *b < v);
         self.counts[i] += n;
-        for _ in 0..n {
-            self.sum += v;
-        }
+        self.sum += v * n as f64;
         self.count += n;
     }
 

@@ -19,6 +19,7 @@
 //! applies the counter's zero point after the 1.1-interval rule. The difference shows only when
 //! a sample falls exactly on a window's start, or a counter starts within the window.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use promql_parser::label::{MatchOp, Matcher};
@@ -193,20 +194,26 @@ fn unique(v: Vec<Sample>) -> Result<Vec<Sample>, EvalError> {
     Ok(v)
 }
 
+/// One series of a matrix argument: borrowed from the store where it can be.
+struct WindowSeries<'a> {
+    labels: Cow<'a, Labels>,
+    points: Cow<'a, [Point]>,
+}
+
 /// A matrix argument with its window.
-struct Window {
-    series: Vec<Series>,
+struct Window<'a> {
+    series: Vec<WindowSeries<'a>>,
     start: i64,
     end: i64,
 }
 
-impl Window {
+impl Window<'_> {
     fn range_s(&self) -> f64 {
         (self.end - self.start) as f64 / 1000.0
     }
 }
 
-impl Ctx<'_> {
+impl<'s> Ctx<'s> {
     fn ref_time(&self, t: i64, offset: &Option<Offset>, at: &Option<AtModifier>) -> i64 {
         let base = match at {
             Some(AtModifier::At(st)) => millis(*st),
@@ -216,24 +223,18 @@ impl Ctx<'_> {
         base - offset_ms(offset)
     }
 
-    fn select(&self, vs: &VectorSelector) -> Vec<&Series> {
-        let name = vs.name.clone().or_else(|| {
+    fn select(&self, vs: &VectorSelector) -> Vec<&'s Series> {
+        let store: &'s Store = self.ev.store;
+        let name = vs.name.as_deref().or_else(|| {
             vs.matchers
                 .matchers
                 .iter()
                 .find(|m| m.name == NAME && m.op == MatchOp::Equal)
-                .map(|m| m.value.clone())
+                .map(|m| m.value.as_str())
         });
         match name {
-            Some(n) => self
-                .ev
-                .store
-                .named(&n)
-                .filter(|s| matches(vs, &s.labels))
-                .collect(),
-            None => self
-                .ev
-                .store
+            Some(n) => store.named(n).filter(|s| matches(vs, &s.labels)).collect(),
+            None => store
                 .series()
                 .iter()
                 .filter(|s| matches(vs, &s.labels))
@@ -257,7 +258,7 @@ impl Ctx<'_> {
             .collect()
     }
 
-    fn range(&self, vs: &VectorSelector, range: &Duration, t: i64) -> Window {
+    fn range(&self, vs: &VectorSelector, range: &Duration, t: i64) -> Window<'s> {
         let end = self.ref_time(t, &vs.offset, &vs.at);
         let start = end - dur_ms(range);
         let series = self
@@ -266,13 +267,14 @@ impl Ctx<'_> {
             .filter_map(|s| {
                 let a = s.points.partition_point(|p| p.t < start);
                 let b = s.points.partition_point(|p| p.t <= end);
-                let points: Vec<Point> = s.points[a..b]
-                    .iter()
-                    .filter(|p| !is_stale(p.v))
-                    .copied()
-                    .collect();
-                (!points.is_empty()).then(|| Series {
-                    labels: s.labels.clone(),
+                let within = &s.points[a..b];
+                let points = if within.iter().any(|p| is_stale(p.v)) {
+                    Cow::Owned(within.iter().filter(|p| !is_stale(p.v)).copied().collect())
+                } else {
+                    Cow::Borrowed(within)
+                };
+                (!points.is_empty()).then_some(WindowSeries {
+                    labels: Cow::Borrowed(&s.labels),
                     points,
                 })
             })
@@ -281,7 +283,7 @@ impl Ctx<'_> {
     }
 
     /// A matrix-valued argument: a range selector or a subquery.
-    fn window(&self, e: &Expr, t: i64) -> Result<Window, EvalError> {
+    fn window(&self, e: &Expr, t: i64) -> Result<Window<'s>, EvalError> {
         match e {
             Expr::MatrixSelector(ms) => Ok(self.range(&ms.vs, &ms.range, t)),
             Expr::Subquery(sq) => {
@@ -317,7 +319,10 @@ impl Ctx<'_> {
                 }
                 let series = acc
                     .into_iter()
-                    .map(|(labels, points)| Series { labels, points })
+                    .map(|(labels, points)| WindowSeries {
+                        labels: Cow::Owned(labels),
+                        points: Cow::Owned(points),
+                    })
                     .collect();
                 Ok(Window { series, start, end })
             }
@@ -352,9 +357,16 @@ impl Ctx<'_> {
                 other => Err(type_err("unary minus", "scalar or instant vector", &other)),
             },
             Expr::VectorSelector(vs) => Ok(Value::Vector(self.instant(vs, t))),
-            Expr::MatrixSelector(_) | Expr::Subquery(_) => {
-                Ok(Value::Matrix(self.window(e, t)?.series))
-            }
+            Expr::MatrixSelector(_) | Expr::Subquery(_) => Ok(Value::Matrix(
+                self.window(e, t)?
+                    .series
+                    .into_iter()
+                    .map(|s| Series {
+                        labels: s.labels.into_owned(),
+                        points: s.points.into_owned(),
+                    })
+                    .collect(),
+            )),
             Expr::Call(c) => self.call(c, t),
             Expr::Aggregate(a) => self.aggregate(a, t),
             Expr::Binary(b) => self.binary(b, t),
@@ -606,7 +618,7 @@ fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Value {
     )
 }
 
-impl Ctx<'_> {
+impl<'s> Ctx<'s> {
     fn arg<'e>(&self, c: &'e Call, i: usize) -> Result<&'e Expr, EvalError> {
         c.args
             .args
@@ -633,7 +645,7 @@ impl Ctx<'_> {
             .filter_map(|s| {
                 f(&s.points, &w).map(|value| Sample {
                     labels: if keep_name {
-                        s.labels.clone()
+                        Labels::clone(&s.labels)
                     } else {
                         s.labels.without_name()
                     },
@@ -887,7 +899,7 @@ impl Ctx<'_> {
 // ---------------------------------------------------------------------------------------------
 // Aggregations
 
-impl Ctx<'_> {
+impl<'s> Ctx<'s> {
     fn aggregate(&self, a: &AggregateExpr, t: i64) -> Result<Value, EvalError> {
         let op = a.op.id();
         let opname = TokenType::new(op);
@@ -1040,7 +1052,7 @@ impl Matching<'_> {
 
 const ONE_TO_ONE: VectorMatchCardinality = VectorMatchCardinality::OneToOne;
 
-impl Ctx<'_> {
+impl<'s> Ctx<'s> {
     fn binary(&self, b: &BinaryExpr, t: i64) -> Result<Value, EvalError> {
         let op = b.op.id();
         let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);

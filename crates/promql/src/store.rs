@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use inferscale_promtext::Exposition;
 
@@ -25,8 +26,11 @@ pub const NAME: &str = "__name__";
 
 /// A series' labels, sorted by name, the metric name (`__name__`) among them. A label whose
 /// value is empty is the same as no label, as in Prometheus, and is not kept.
+///
+/// Shared: a clone is a reference count (queries copy the labels of every series they
+/// touch), and a change copies the pairs first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Labels(Vec<(String, String)>);
+pub struct Labels(Arc<Vec<(Arc<str>, Arc<str>)>>);
 
 impl Labels {
     /// Labels from pairs; a later pair wins over an earlier one of the same name.
@@ -40,7 +44,7 @@ impl Labels {
 
     /// The value of `name`, `""` when absent (PromQL's reading).
     pub fn get(&self, name: &str) -> &str {
-        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        match self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
             Ok(i) => &self.0[i].1,
             Err(_) => "",
         }
@@ -58,20 +62,25 @@ impl Labels {
 
     /// Sets `name` (an empty value removes it).
     pub fn set(&mut self, name: String, value: String) {
-        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+        self.set_shared(name.into(), value.into());
+    }
+
+    /// [`Labels::set`] with names and values that are already shared.
+    pub fn set_shared(&mut self, name: Arc<str>, value: Arc<str>) {
+        match self.0.binary_search_by(|(n, _)| n.cmp(&name)) {
             Ok(i) if value.is_empty() => {
-                self.0.remove(i);
+                Arc::make_mut(&mut self.0).remove(i);
             }
-            Ok(i) => self.0[i].1 = value,
+            Ok(i) => Arc::make_mut(&mut self.0)[i].1 = value,
             Err(_) if value.is_empty() => {}
-            Err(i) => self.0.insert(i, (name, value)),
+            Err(i) => Arc::make_mut(&mut self.0).insert(i, (name, value)),
         }
     }
 
     /// Removes `name`.
     pub fn remove(&mut self, name: &str) {
-        if let Ok(i) = self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
-            self.0.remove(i);
+        if let Ok(i) = self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
+            Arc::make_mut(&mut self.0).remove(i);
         }
     }
 
@@ -84,29 +93,34 @@ impl Labels {
 
     /// Only the labels named in `names`.
     pub fn keep(&self, names: &[String]) -> Labels {
-        Labels(
+        Labels(Arc::new(
             self.0
                 .iter()
-                .filter(|(n, _)| names.iter().any(|k| k == n))
+                .filter(|(n, _)| names.iter().any(|k| **k == **n))
                 .cloned()
                 .collect(),
-        )
+        ))
     }
 
     /// All labels but those named in `names`.
     pub fn drop_names(&self, names: &[String]) -> Labels {
-        Labels(
+        Labels(Arc::new(
             self.0
                 .iter()
-                .filter(|(n, _)| !names.iter().any(|k| k == n))
+                .filter(|(n, _)| !names.iter().any(|k| **k == **n))
                 .cloned()
                 .collect(),
-        )
+        ))
     }
 
     /// The pairs, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+        self.0.iter().map(|(n, v)| (&**n, &**v))
+    }
+
+    /// The pairs, shared, in name order.
+    pub fn shared(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
+        self.0.iter()
     }
 
     /// How many labels.
@@ -289,8 +303,8 @@ impl Store {
                     };
                     l.set(name, lab.value.to_string());
                 }
-                for (n, v) in target.iter() {
-                    l.set(n.to_owned(), v.to_owned());
+                for (n, v) in target.shared() {
+                    l.set_shared(n.clone(), v.clone());
                 }
                 let at = s.timestamp().map_or(t, |ts| (ts * 1000.0).round() as i64);
                 match self.slot(l) {
