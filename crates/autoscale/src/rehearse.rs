@@ -18,7 +18,6 @@
 //! At one instant the order is: scrape, rules, KEDA's poll, the HPA's sync, the timeline row.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use inferscale_engine::fleet::{Fleet, Notice, Observer, Replica, Routing, drive};
 use inferscale_engine::{EngineConfig, RequestSpec};
@@ -298,36 +297,12 @@ fn p95(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    v.sort_by(f64::total_cmp);
     let rank = ((0.95 * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    Some(v[rank - 1])
-}
-
-/// A hasher for the in-flight map's small integer keys (SipHash is a tenth of a day's
-/// rehearsal otherwise).
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
+    Some(*v.select_nth_unstable_by(rank - 1, f64::total_cmp).1)
 }
 
 #[derive(Default)]
 struct Requests {
-    inflight: HashMap<(usize, u64), f64, std::hash::BuildHasherDefault<IdHasher>>,
     row: Vec<f64>,
     all: LogHist,
     arrived: u64,
@@ -340,21 +315,16 @@ struct Requests {
 impl Requests {
     fn notice(&mut self, n: Notice, slo: f64) {
         match n {
-            Notice::Arrived { t, routed } => {
+            Notice::Arrived { routed, .. } => {
                 self.arrived += 1;
                 self.arrived_row += 1;
-                match routed {
-                    Some(r) => {
-                        self.inflight.insert((r.replica, r.id), t);
-                    }
-                    None => self.unrouted_row += 1,
+                if routed.is_none() {
+                    self.unrouted_row += 1;
                 }
             }
-            Notice::Engine(_) => {
-                if let Some((replica, id, t)) = n.finished()
-                    && let Some(at) = self.inflight.remove(&(replica, id))
-                {
-                    let e2e = t - at;
+            Notice::Engine(e) => {
+                if let Some((_, _, t)) = n.finished() {
+                    let e2e = t - e.event.arrival;
                     self.finished += 1;
                     self.within += u64::from(e2e <= slo);
                     self.all.add(e2e);
@@ -807,7 +777,12 @@ pub fn rehearse(
     let end = setup.duration_s;
     let req = std::mem::take(&mut *requests.borrow_mut());
     // Requests still running at the end count against the SLO only once they are late.
-    let late = req.inflight.values().filter(|at| end - **at > slo).count() as u64;
+    let late = fleet
+        .replicas()
+        .iter()
+        .flat_map(|r| r.engine.arrivals_in_progress())
+        .filter(|at| end - at > slo)
+        .count() as u64;
     let refused = control.unrouted;
     let judged = req.finished + refused + late;
     let base = keda.hpa.min.max(setup.initial_replicas.min(keda.hpa.max));

@@ -134,6 +134,8 @@ pub struct CostModel {
     pub overheads: Overheads,
     /// Zero-cost model (the `instant` profile): every step takes no time.
     instant: bool,
+    /// The weight bytes a step reads, for a dense model (the same at any batch).
+    dense_weight_bytes: Option<f64>,
 }
 
 impl CostModel {
@@ -152,7 +154,12 @@ impl CostModel {
         let kv_bytes_per_token = model.kv_bytes_per_token(tp, kv_dtype_bytes);
         // vLLM: max_cudagraph_capture_size = min(2 × max_num_seqs, 512), capped by the token budget.
         let max_capture_size = (2 * max_num_seqs).min(512).min(max_num_batched_tokens);
+        let dense_weight_bytes = model
+            .moe
+            .is_none()
+            .then(|| model.step_weight_bytes(dtype, 1));
         CostModel {
+            dense_weight_bytes,
             gpu,
             model,
             dtype,
@@ -214,7 +221,10 @@ impl CostModel {
         let tp = f64::from(self.tp);
         let g = &self.gpu;
         let tokens = s.tokens();
-        let weight_bytes = self.model.step_weight_bytes(self.dtype, tokens) / tp;
+        let weight_bytes = self
+            .dense_weight_bytes
+            .unwrap_or_else(|| self.model.step_weight_bytes(self.dtype, tokens))
+            / tp;
         let kv_read =
             (s.decode_context_tokens + s.prefill_context_tokens) as f64 * self.kv_bytes_per_token;
         let kv_write = f64::from(tokens) * self.kv_bytes_per_token;

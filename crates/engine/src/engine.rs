@@ -6,8 +6,7 @@
 //! what happened as [`Event`]s. It never reads a clock, so the simulator can drive it in real
 //! (or accelerated) time and the rehearsal in pure virtual time, with the same results.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -258,6 +257,8 @@ pub struct Event {
     pub output_tokens: u32,
     /// Prompt tokens.
     pub prompt_tokens: u32,
+    /// When the request arrived (as submitted).
+    pub arrival: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -291,6 +292,11 @@ impl Req {
     fn total(&self) -> u64 {
         u64::from(self.prompt) + u64::from(self.output)
     }
+
+    /// The output count it ends at: its natural length, or a cut.
+    fn end(&self) -> u32 {
+        self.cut.map_or(self.stop_at, |(n, _)| n.min(self.stop_at))
+    }
 }
 
 /// One step being executed: what each running request computes in it.
@@ -305,13 +311,17 @@ struct InFlight {
 /// A slot of [`Decoders`] that holds nobody.
 const VACANT: u64 = u64::MAX;
 
+/// Buckets on the ring of [`Decoders`]' ends.
+const END_RING: u64 = 64;
+
 /// The running requests in steady decode, advanced together: each computes one token per
 /// step, so a step costs O(1) for all of them instead of O(batch). A member's `computed`
 /// and `output` are as of shared step `g0`; the truth is those plus `g − g0`. It holds
 /// `blocks_for(computed)` blocks between steps, so the members that need a new block in a
 /// step are those whose `computed` is a multiple of [`BLOCK_SIZE`]: counted per phase,
 /// `(computed − g) mod BLOCK_SIZE`, which does not change as they advance. Their ends
-/// (`stop_at`, or a cut) are known, and wait in a heap keyed by the step they end at.
+/// (`stop_at`, or a cut) are known, and wait on a ring of buckets by the step they end at
+/// (one further turn of the ring for each [`END_RING`] steps still to go).
 ///
 /// This is bookkeeping, not a model: every decision (budget, blocks, preemption, order) is
 /// the one the request-by-request scheduler makes, and whenever the shortcut cannot prove
@@ -328,8 +338,10 @@ struct Decoders {
     computed_sum: u64,
     /// Members per phase.
     phase: [u32; BLOCK_SIZE as usize],
-    /// `(step it ends at, seq, slot)`; entries whose slot changed hands are stale.
-    ends: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// `(seq, slot)` of the members ending at a step, at the step modulo [`END_RING`].
+    /// An entry is checked when its bucket comes round: it is stale when its slot changed
+    /// hands or its member left and came back (it has another entry then).
+    ends: Vec<Vec<(u64, u32)>>,
     /// At least the largest member seq (so `Engine::running` is after them when its first
     /// seq is larger).
     max_seq: u64,
@@ -368,7 +380,10 @@ impl Decoders {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.ends.push(Reverse((end, seq, slot)));
+        if self.ends.is_empty() {
+            self.ends = vec![Vec::new(); END_RING as usize];
+        }
+        self.ends[(end % END_RING) as usize].push((seq, slot));
         self.len += 1;
     }
 
@@ -401,7 +416,6 @@ impl Decoders {
     fn reset(&mut self) {
         self.slots.clear();
         self.vacant.clear();
-        self.ends.clear();
         self.len = 0;
         self.computed_sum = 0;
         self.phase = [0; BLOCK_SIZE as usize];
@@ -517,6 +531,16 @@ impl Engine {
     /// GPU clocks as a fraction of boost (for telemetry).
     pub fn clock_fraction(&self) -> f64 {
         self.clock
+    }
+
+    /// When each request not yet finished arrived (queued or running), in no set order.
+    pub fn arrivals_in_progress(&self) -> impl Iterator<Item = f64> + '_ {
+        let d = &self.decoders;
+        self.waiting
+            .iter()
+            .chain(&self.running)
+            .map(|r| r.arrival)
+            .chain(d.live_slots().map(|i| d.slots[i as usize].arrival))
     }
 
     /// Whether nothing is queued, running or in flight.
@@ -856,8 +880,11 @@ impl Engine {
         s.bytes += cost.bytes;
         s.flops += cost.flops;
         s.iteration_tokens.observe(f64::from(shape.tokens()));
-        let w = self.cfg.warmup;
-        self.clock = 1.0 - (1.0 - self.clock) * (-duration / w.clock_ramp_s.max(1e-9)).exp();
+        if self.clock < 1.0 {
+            // At full clocks this stays 1 (1 − 0 × anything): no exponential to take.
+            let w = self.cfg.warmup;
+            self.clock = 1.0 - (1.0 - self.clock) * (-duration / w.clock_ramp_s.max(1e-9)).exp();
+        }
         self.in_flight = Some(InFlight {
             end: self.now + duration,
             scheduled,
@@ -955,6 +982,7 @@ impl Engine {
                     kind: EventKind::Token,
                     output_tokens: r.output,
                     prompt_tokens: r.prompt,
+                    arrival: r.arrival,
                 });
             }
             if let Some((n, reason)) = r.cut
@@ -978,6 +1006,7 @@ impl Engine {
         for &(at, reason, normal) in ended.iter().rev() {
             finished.push((self.running.remove(at), reason, normal));
         }
+        let plain_ended = finished.len();
         self.spare_ended = ended;
         // Every decoder computed and produced one token.
         let d = &mut self.decoders;
@@ -998,16 +1027,22 @@ impl Engine {
                         kind: EventKind::Token,
                         output_tokens: r.output + (d.g - r.g0) as u32,
                         prompt_tokens: r.prompt,
+                        arrival: r.arrival,
                     });
                 }
             }
-            while let Some(&Reverse((end, seq, slot))) = d.ends.peek() {
-                if end > d.g {
-                    break;
-                }
-                d.ends.pop();
-                if d.slots.get(slot as usize).is_none_or(|r| r.seq != seq) {
-                    continue; // It left the decoders before its end.
+            let at = (d.g % END_RING) as usize;
+            let mut due = std::mem::take(&mut d.ends[at]);
+            for &(seq, slot) in &due {
+                let Some(r) = d.slots.get(slot as usize).filter(|r| r.seq == seq) else {
+                    continue; // It left the decoders.
+                };
+                let left = u64::from(r.end()) - u64::from(r.output) - (d.g - r.g0);
+                if left > 0 {
+                    if left.is_multiple_of(END_RING) {
+                        d.ends[at].push((seq, slot)); // Another turn of the ring.
+                    }
+                    continue;
                 }
                 let r = d.take(slot);
                 let (reason, normal) = match r.cut {
@@ -1017,9 +1052,18 @@ impl Engine {
                 };
                 finished.push((r, reason, normal));
             }
+            due.clear();
+            if d.ends.is_empty() {
+                d.ends = vec![Vec::new(); END_RING as usize];
+            }
+            due.append(&mut d.ends[at]);
+            d.ends[at] = due;
         }
-        // Reported in the batch's order.
-        finished.sort_unstable_by_key(|f| f.0.seq);
+        // Reported in the batch's order (the plain list's part is, reversed).
+        finished[..plain_ended].reverse();
+        if !finished.is_sorted_by_key(|f| f.0.seq) {
+            finished.sort_unstable_by_key(|f| f.0.seq);
+        }
         for (mut r, reason, normal) in finished.drain(..) {
             self.pool.release(&mut r.blocks);
             if normal {
@@ -1040,9 +1084,8 @@ impl Engine {
                 && r.last_token == t
                 && r.computed + 1 == r.total();
             if decodes {
-                let end = r.cut.map_or(r.stop_at, |(n, _)| n.min(r.stop_at));
-                debug_assert!(end > r.output, "an ended request is not running");
-                d.insert(r.clone(), end.saturating_sub(r.output));
+                debug_assert!(r.end() > r.output, "an ended request is not running");
+                d.insert(r.clone(), r.end().saturating_sub(r.output));
             }
             !decodes
         });
@@ -1093,6 +1136,7 @@ impl Engine {
             kind: EventKind::Finished(reason),
             output_tokens: r.output,
             prompt_tokens: r.prompt,
+            arrival: r.arrival,
         });
     }
 }

@@ -142,6 +142,8 @@ pub struct Fleet {
     token_events: bool,
     unrouted: u64,
     scratch: Vec<Event>,
+    /// Positions in `replicas` of those taking traffic, for routing.
+    serving: Vec<usize>,
 }
 
 impl Fleet {
@@ -160,6 +162,7 @@ impl Fleet {
             token_events: true,
             unrouted: 0,
             scratch: Vec::new(),
+            serving: Vec::new(),
         };
         for _ in 0..replicas {
             f.add(0.0, 0.0)?;
@@ -295,6 +298,9 @@ impl Fleet {
 
     /// Removes draining replicas that have nothing left to do, in the order they left.
     fn reap(&mut self, t: f64) {
+        if self.replicas.iter().all(|r| r.draining_since.is_none()) {
+            return;
+        }
         let before = self.gone.len();
         let mut i = 0;
         while i < self.replicas.len() {
@@ -317,25 +323,26 @@ impl Fleet {
     /// returns `None` when none is ready.
     pub fn submit(&mut self, spec: RequestSpec, t: f64) -> Option<Routed> {
         self.now = self.now.max(t);
-        let ready = || (0..self.replicas.len()).filter(|&i| self.replicas[i].serving(t));
-        let n = ready().count();
+        self.serving.clear();
+        let replicas = &self.replicas;
+        self.serving
+            .extend((0..replicas.len()).filter(|&i| replicas[i].serving(t)));
+        let n = self.serving.len();
         if n == 0 {
             self.unrouted += 1;
             return None;
         }
-        let nth = match self.routing {
+        let pick = match self.routing {
             Routing::RoundRobin => {
                 self.turn = self.turn.wrapping_add(1);
-                Some(self.turn % n)
+                self.serving[self.turn % n]
             }
-            Routing::Random => Some((self.rng.next_u64() % n as u64) as usize),
-            Routing::LeastOutstanding => None,
-        };
-        let ready = || (0..self.replicas.len()).filter(|&i| self.replicas[i].serving(t));
-        let pick = match nth {
-            Some(k) => ready().nth(k).unwrap_or(0),
-            None => ready()
-                .min_by_key(|&i| (self.replicas[i].outstanding(), self.replicas[i].id))
+            Routing::Random => self.serving[(self.rng.next_u64() % n as u64) as usize],
+            Routing::LeastOutstanding => self
+                .serving
+                .iter()
+                .copied()
+                .min_by_key(|&i| (replicas[i].outstanding(), replicas[i].id))
                 .unwrap_or(0),
         };
         let r = &mut self.replicas[pick];
@@ -369,7 +376,7 @@ impl Fleet {
                 event,
             }));
         }
-        if sources > 1 {
+        if sources > 1 && !events[from..].is_sorted_by(|a, b| a.event.t <= b.event.t) {
             // Each replica's events are in time order; a stable sort merges them.
             events[from..].sort_by(|a, b| a.event.t.total_cmp(&b.event.t));
         }

@@ -3,7 +3,7 @@
 use inferscale_catalog::buckets::BucketFamily;
 
 /// A fixed-bucket histogram that records observations (not cumulative until exported).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Hist {
     /// Finite upper bounds (the `+Inf` bucket is implicit).
     pub bounds: Vec<f64>,
@@ -13,24 +13,55 @@ pub struct Hist {
     pub sum: f64,
     /// Number of observations.
     pub count: u64,
+    /// The bucket of the last observation: the next one is often in it too (a request's
+    /// token counts, a steady latency), and two comparisons say so.
+    hint: usize,
+}
+
+/// Equal when they hold the same observations.
+impl PartialEq for Hist {
+    fn eq(&self, other: &Self) -> bool {
+        self.bounds == other.bounds
+            && self.counts == other.counts
+            && self.sum == other.sum
+            && self.count == other.count
+    }
 }
 
 impl Hist {
     /// An empty histogram of one of vLLM's bucket families.
     pub fn new(family: BucketFamily, max_model_len: u32) -> Self {
-        let bounds = family.bounds(max_model_len);
+        Self::with_bounds(family.bounds(max_model_len))
+    }
+
+    /// An empty histogram with these finite upper bounds (ascending).
+    pub fn with_bounds(bounds: Vec<f64>) -> Self {
         let counts = vec![0; bounds.len() + 1];
         Hist {
             bounds,
             counts,
             sum: 0.0,
             count: 0,
+            hint: 0,
         }
+    }
+
+    /// The bucket of `v`: the first whose bound is at least `v` (`+Inf` past the last).
+    fn bucket(&mut self, v: f64) -> usize {
+        let h = self.hint;
+        let above = h == 0 || self.bounds[h - 1] < v;
+        let within = h == self.bounds.len() || v <= self.bounds[h];
+        if above && within {
+            return h;
+        }
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.hint = i;
+        i
     }
 
     /// Records one observation (`le` semantics: a value on a bound goes in that bucket).
     pub fn observe(&mut self, v: f64) {
-        let i = self.bounds.partition_point(|b| *b < v);
+        let i = self.bucket(v);
         self.counts[i] += 1;
         self.sum += v;
         self.count += 1;
@@ -42,7 +73,7 @@ impl Hist {
         if n == 0 {
             return;
         }
-        let i = self.bounds.partition_point(|b| *b < v);
+        let i = self.bucket(v);
         self.counts[i] += n;
         self.sum += v * n as f64;
         self.count += n;
@@ -225,5 +256,25 @@ mod tests {
         assert_eq!(c[0], (0.3, 1));
         assert_eq!(c[6], (2.5, 2));
         assert_eq!(*c.last().unwrap(), (f64::INFINITY, 3));
+    }
+
+    #[test]
+    fn the_bucket_hint_never_changes_where_a_value_lands() {
+        let mut h = Hist::new(BucketFamily::RequestLatency, 4096);
+        let mut plain = vec![0u64; h.counts.len()];
+        let mut rng = inferscale_rng::Rng::new(7);
+        let bounds = h.bounds.clone();
+        // Bounds themselves, values just off them, repeats, NaN and the extremes.
+        let mut values: Vec<f64> = bounds
+            .iter()
+            .flat_map(|b| [*b, b.next_down(), b.next_up(), *b])
+            .collect();
+        values.extend((0..2000).map(|_| (rng.next_f64() * 12.0 - 4.0).exp()));
+        values.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -1.0]);
+        for v in values {
+            h.observe(v);
+            plain[bounds.partition_point(|b| *b < v)] += 1;
+        }
+        assert_eq!(h.counts, plain);
     }
 }

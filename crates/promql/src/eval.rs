@@ -19,6 +19,7 @@
 //! applies the counter's zero point after the 1.1-interval rule. The difference shows only when
 //! a sample falls exactly on a window's start, or a counter starts within the window.
 
+use foldhash::HashSetExt;
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -113,6 +114,21 @@ pub fn millis(t: SystemTime) -> i64 {
     }
 }
 
+/// How many of `points` (in time order) are before `t`, or at it with `inclusive`: searched
+/// from the newest, where queries at the present look (a series holds an hour of samples; a
+/// window, its last few).
+fn count_before(points: &[Point], t: i64, inclusive: bool) -> usize {
+    let before = |p: &Point| p.t < t || (inclusive && p.t == t);
+    let mut i = points.len();
+    for _ in 0..16 {
+        match points.get(i.wrapping_sub(1)) {
+            Some(p) if !before(p) => i -= 1,
+            _ => return i,
+        }
+    }
+    points[..i].partition_point(before)
+}
+
 fn dur_ms(d: &Duration) -> i64 {
     d.as_millis() as i64
 }
@@ -169,6 +185,17 @@ fn unsupported(what: impl Into<String>) -> EvalError {
     EvalError::Unsupported { what: what.into() }
 }
 
+/// The one metric name a selector can match, when it names one.
+fn fixed_name(vs: &VectorSelector) -> Option<&str> {
+    vs.name.as_deref().or_else(|| {
+        vs.matchers
+            .matchers
+            .iter()
+            .find(|m| m.name == NAME && m.op == MatchOp::Equal)
+            .map(|m| m.value.as_str())
+    })
+}
+
 fn matches(vs: &VectorSelector, l: &Labels) -> bool {
     let one = |m: &Matcher| m.is_match(l.get(&m.name));
     if let Some(n) = &vs.name
@@ -183,7 +210,7 @@ fn matches(vs: &VectorSelector, l: &Labels) -> bool {
 
 /// Fails when two samples share a label set.
 fn unique(v: Vec<Sample>) -> Result<Vec<Sample>, EvalError> {
-    let mut seen = std::collections::HashSet::with_capacity(v.len());
+    let mut seen = foldhash::HashSet::with_capacity(v.len());
     for s in &v {
         if !seen.insert(&s.labels) {
             return Err(EvalError::DuplicateLabels {
@@ -205,6 +232,9 @@ struct Window<'a> {
     series: Vec<WindowSeries<'a>>,
     start: i64,
     end: i64,
+    /// The series share one metric name, so they stay distinct without it (a function of
+    /// them cannot return two samples with the same labels).
+    one_name: bool,
 }
 
 impl Window<'_> {
@@ -225,21 +255,34 @@ impl<'s> Ctx<'s> {
 
     fn select(&self, vs: &VectorSelector) -> Vec<&'s Series> {
         let store: &'s Store = self.ev.store;
-        let name = vs.name.as_deref().or_else(|| {
-            vs.matchers
-                .matchers
-                .iter()
-                .find(|m| m.name == NAME && m.op == MatchOp::Equal)
-                .map(|m| m.value.as_str())
-        });
-        match name {
-            Some(n) => store.named(n).filter(|s| matches(vs, &s.labels)).collect(),
-            None => store
-                .series()
-                .iter()
-                .filter(|s| matches(vs, &s.labels))
-                .collect(),
+        let all = store.series();
+        // What a selector picks depends on its name and matchers only (not on its offset
+        // or `@`), and the store keeps it until its series change.
+        // Each part length-prefixed, so that no two selectors share a key.
+        let mut key = String::new();
+        let mut part = |p: &str| key.push_str(&format!("{}:{p}", p.len()));
+        part(vs.name.as_deref().unwrap_or(""));
+        for m in &vs.matchers.matchers {
+            part(&m.to_string());
         }
+        for g in &vs.matchers.or_matchers {
+            part("or");
+            for m in g {
+                part(&m.to_string());
+            }
+        }
+        let ids = store.selection(key, || match fixed_name(vs) {
+            Some(n) => store
+                .named_ids(n)
+                .iter()
+                .copied()
+                .filter(|&i| matches(vs, &all[i].labels))
+                .collect(),
+            None => (0..all.len())
+                .filter(|&i| matches(vs, &all[i].labels))
+                .collect(),
+        });
+        ids.iter().map(|&i| &all[i]).collect()
     }
 
     fn instant(&self, vs: &VectorSelector, t: i64) -> Vec<Sample> {
@@ -248,7 +291,7 @@ impl<'s> Ctx<'s> {
         self.select(vs)
             .into_iter()
             .filter_map(|s| {
-                let i = s.points.partition_point(|p| p.t <= rt);
+                let i = count_before(&s.points, rt, true);
                 let p = s.points.get(i.checked_sub(1)?)?;
                 (p.t >= lo && !is_stale(p.v)).then(|| Sample {
                     labels: s.labels.clone(),
@@ -261,12 +304,13 @@ impl<'s> Ctx<'s> {
     fn range(&self, vs: &VectorSelector, range: &Duration, t: i64) -> Window<'s> {
         let end = self.ref_time(t, &vs.offset, &vs.at);
         let start = end - dur_ms(range);
+        let one_name = fixed_name(vs).is_some();
         let series = self
             .select(vs)
             .into_iter()
             .filter_map(|s| {
-                let a = s.points.partition_point(|p| p.t < start);
-                let b = s.points.partition_point(|p| p.t <= end);
+                let b = count_before(&s.points, end, true);
+                let a = count_before(&s.points[..b], start, false);
                 let within = &s.points[a..b];
                 let points = if within.iter().any(|p| is_stale(p.v)) {
                     Cow::Owned(within.iter().filter(|p| !is_stale(p.v)).copied().collect())
@@ -279,7 +323,12 @@ impl<'s> Ctx<'s> {
                 })
             })
             .collect();
-        Window { series, start, end }
+        Window {
+            series,
+            start,
+            end,
+            one_name,
+        }
     }
 
     /// A matrix-valued argument: a range selector or a subquery.
@@ -299,7 +348,7 @@ impl<'s> Ctx<'s> {
                 if ts < start {
                     ts += step;
                 }
-                let mut acc: std::collections::HashMap<Labels, Vec<Point>> = Default::default();
+                let mut acc: foldhash::HashMap<Labels, Vec<Point>> = Default::default();
                 while ts <= end {
                     match self.eval(&sq.expr, ts)? {
                         Value::Vector(v) => {
@@ -324,7 +373,12 @@ impl<'s> Ctx<'s> {
                         points: Cow::Owned(points),
                     })
                     .collect();
-                Ok(Window { series, start, end })
+                Ok(Window {
+                    series,
+                    start,
+                    end,
+                    one_name: false,
+                })
             }
             Expr::Paren(p) => self.window(&p.expr, t),
             other => Err(EvalError::Type {
@@ -653,7 +707,11 @@ impl<'s> Ctx<'s> {
                 })
             })
             .collect();
-        Ok(Value::Vector(unique(out)?))
+        Ok(Value::Vector(if keep_name || w.one_name {
+            out
+        } else {
+            unique(out)?
+        }))
     }
 
     fn call(&self, c: &Call, t: i64) -> Result<Value, EvalError> {
@@ -750,7 +808,7 @@ impl<'s> Ctx<'s> {
                 let q = self.scalar(self.arg(c, 0)?, t, &ctx)?;
                 let v = self.vector(self.arg(c, 1)?, t, &ctx)?;
                 let mut groups: Vec<(Labels, Vec<(f64, f64)>)> = Vec::new();
-                let mut index: std::collections::HashMap<Labels, usize> = Default::default();
+                let mut index: foldhash::HashMap<Labels, usize> = Default::default();
                 for s in v {
                     let Some(ub) = parse_le(s.labels.get("le")) else {
                         continue;
@@ -912,15 +970,20 @@ impl<'s> Ctx<'s> {
                 Some(LabelModifier::Exclude(ls)) => l.drop_names(&ls.labels).without_name(),
             }
         };
-        let mut order: Vec<Labels> = Vec::new();
-        let mut groups: std::collections::HashMap<Labels, Vec<Sample>> = Default::default();
+        // The groups in the order they were first seen.
+        let mut order: Vec<(Labels, Vec<Sample>)> = Vec::new();
+        let mut index: foldhash::HashMap<Labels, usize> = Default::default();
         for s in v {
             let k = key(&s.labels);
-            let g = groups.entry(k.clone()).or_default();
-            if g.is_empty() {
-                order.push(k);
-            }
-            g.push(s);
+            let i = match index.get(&k) {
+                Some(&i) => i,
+                None => {
+                    index.insert(k.clone(), order.len());
+                    order.push((k, Vec::new()));
+                    order.len() - 1
+                }
+            };
+            order[i].1.push(s);
         }
         let param = |ctx: &str| -> Result<f64, EvalError> {
             match &a.param {
@@ -937,8 +1000,7 @@ impl<'s> Ctx<'s> {
             token::T_TOPK | token::T_BOTTOMK => {
                 let k = param(&ctx)?;
                 let top = op == token::T_TOPK;
-                for g in order {
-                    let mut members = groups.remove(&g).unwrap_or_default();
+                for (_, mut members) in order {
                     // NaN sorts last either way, as Prometheus' heaps leave it.
                     members.sort_by(|x, y| match (x.value.is_nan(), y.value.is_nan()) {
                         (true, false) => std::cmp::Ordering::Greater,
@@ -965,8 +1027,7 @@ impl<'s> Ctx<'s> {
         } else {
             None
         };
-        for g in order {
-            let members = groups.remove(&g).unwrap_or_default();
+        for (g, members) in order {
             let values = members.iter().map(|s| s.value);
             let value = match op {
                 token::T_SUM => values.sum(),
@@ -1139,8 +1200,7 @@ fn scalar_op(
 }
 
 fn set_op(op: u16, l: Vec<Sample>, r: Vec<Sample>, m: &Matching<'_>) -> Vec<Sample> {
-    let right: std::collections::HashSet<Labels> =
-        r.iter().map(|s| m.signature(&s.labels)).collect();
+    let right: foldhash::HashSet<Labels> = r.iter().map(|s| m.signature(&s.labels)).collect();
     match op {
         token::T_LAND => l
             .into_iter()
@@ -1151,7 +1211,7 @@ fn set_op(op: u16, l: Vec<Sample>, r: Vec<Sample>, m: &Matching<'_>) -> Vec<Samp
             .filter(|s| !right.contains(&m.signature(&s.labels)))
             .collect(),
         _ => {
-            let left: std::collections::HashSet<Labels> =
+            let left: foldhash::HashSet<Labels> =
                 l.iter().map(|s| m.signature(&s.labels)).collect();
             let mut out = l;
             out.extend(
@@ -1176,7 +1236,7 @@ fn vector_op(
         _ => &[],
     };
     let (lhs, rhs) = if one_to_many { (rhs, lhs) } else { (lhs, rhs) };
-    let mut right: std::collections::HashMap<Labels, Sample> = Default::default();
+    let mut right: foldhash::HashMap<Labels, Sample> = Default::default();
     for s in rhs {
         let sig = m.signature(&s.labels);
         if let Some(prev) = right.get(&sig) {
@@ -1192,8 +1252,7 @@ fn vector_op(
         right.insert(sig, s);
     }
     let one_to_one = matches!(m.card, VectorMatchCardinality::OneToOne);
-    let mut matched: std::collections::HashMap<Labels, std::collections::HashSet<Labels>> =
-        Default::default();
+    let mut matched: foldhash::HashMap<Labels, foldhash::HashSet<Labels>> = Default::default();
     let mut out = Vec::new();
     for ls in lhs {
         let sig = m.signature(&ls.labels);
@@ -1268,6 +1327,31 @@ mod tests {
     }
 
     #[test]
+    fn counting_from_the_newest_agrees_with_a_binary_search() {
+        for n in [0usize, 1, 5, 16, 17, 40, 300] {
+            // Every 10 ms, some instants doubled up to check ties at the boundary.
+            let pts: Vec<Point> = (0..n)
+                .map(|i| Point {
+                    t: (i as i64) * 10,
+                    v: 0.0,
+                })
+                .collect();
+            for t in -5..(n as i64 * 10 + 5) {
+                assert_eq!(
+                    count_before(&pts, t, true),
+                    pts.partition_point(|p| p.t <= t),
+                    "{n} {t}"
+                );
+                assert_eq!(
+                    count_before(&pts, t, false),
+                    pts.partition_point(|p| p.t < t),
+                    "{n} {t}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn rate_extrapolates_like_prometheus() {
         // Samples every 10 s, 5 to 55 s into a 60 s window, counter +1/s.
         let pts: Vec<Point> = (0..6)
@@ -1280,6 +1364,7 @@ mod tests {
             series: vec![],
             start: 0,
             end: 60_000,
+            one_name: true,
         };
         // 50 s sampled, 5 s to each edge (< 1.1 × 10 s): extrapolated to the whole 60 s.
         let r = extrapolated(&pts, &w, true, true).unwrap();

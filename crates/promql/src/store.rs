@@ -7,7 +7,8 @@
 //! for all of them when the scrape failed — so that a vanished series disappears from instant
 //! queries at once instead of lingering for the 5-minute lookback.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::HashMap;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,9 +29,14 @@ pub const NAME: &str = "__name__";
 /// value is empty is the same as no label, as in Prometheus, and is not kept.
 ///
 /// Shared: a clone is a reference count (queries copy the labels of every series they
-/// touch), and a change copies the pairs first.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Labels(Arc<Vec<(Arc<str>, Arc<str>)>>);
+/// touch), a change copies the pairs first, and the metric name is held apart, so that the
+/// labels without it (what every function and aggregation returns) cost a clone too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Labels {
+    name: Option<Arc<str>>,
+    /// The other pairs, sorted by name.
+    rest: Arc<Vec<(Arc<str>, Arc<str>)>>,
+}
 
 impl Labels {
     /// Labels from pairs; a later pair wins over an earlier one of the same name.
@@ -42,10 +48,17 @@ impl Labels {
         l
     }
 
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.rest.binary_search_by(|(n, _)| (**n).cmp(name))
+    }
+
     /// The value of `name`, `""` when absent (PromQL's reading).
     pub fn get(&self, name: &str) -> &str {
-        match self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Ok(i) => &self.0[i].1,
+        if name == NAME {
+            return self.name.as_deref().unwrap_or("");
+        }
+        match self.find(name) {
+            Ok(i) => &self.rest[i].1,
             Err(_) => "",
         }
     }
@@ -57,7 +70,7 @@ impl Labels {
 
     /// The metric name.
     pub fn name(&self) -> Option<&str> {
-        Some(self.get(NAME)).filter(|n| !n.is_empty())
+        self.name.as_deref()
     }
 
     /// Sets `name` (an empty value removes it).
@@ -67,70 +80,90 @@ impl Labels {
 
     /// [`Labels::set`] with names and values that are already shared.
     pub fn set_shared(&mut self, name: Arc<str>, value: Arc<str>) {
-        match self.0.binary_search_by(|(n, _)| n.cmp(&name)) {
+        if &*name == NAME {
+            self.name = (!value.is_empty()).then_some(value);
+            return;
+        }
+        match self.find(&name) {
             Ok(i) if value.is_empty() => {
-                Arc::make_mut(&mut self.0).remove(i);
+                Arc::make_mut(&mut self.rest).remove(i);
             }
-            Ok(i) => Arc::make_mut(&mut self.0)[i].1 = value,
+            Ok(i) => Arc::make_mut(&mut self.rest)[i].1 = value,
             Err(_) if value.is_empty() => {}
-            Err(i) => Arc::make_mut(&mut self.0).insert(i, (name, value)),
+            Err(i) => Arc::make_mut(&mut self.rest).insert(i, (name, value)),
         }
     }
 
     /// Removes `name`.
     pub fn remove(&mut self, name: &str) {
-        if let Ok(i) = self.0.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Arc::make_mut(&mut self.0).remove(i);
+        if name == NAME {
+            self.name = None;
+        } else if let Ok(i) = self.find(name) {
+            Arc::make_mut(&mut self.rest).remove(i);
         }
     }
 
     /// These labels without the metric name.
     pub fn without_name(&self) -> Labels {
-        let mut l = self.clone();
-        l.remove(NAME);
-        l
+        Labels {
+            name: None,
+            rest: self.rest.clone(),
+        }
     }
 
     /// Only the labels named in `names`.
     pub fn keep(&self, names: &[String]) -> Labels {
-        Labels(Arc::new(
-            self.0
-                .iter()
-                .filter(|(n, _)| names.iter().any(|k| **k == **n))
-                .cloned()
-                .collect(),
-        ))
+        self.filtered(|n| names.iter().any(|k| k == n))
     }
 
     /// All labels but those named in `names`.
     pub fn drop_names(&self, names: &[String]) -> Labels {
-        Labels(Arc::new(
-            self.0
-                .iter()
-                .filter(|(n, _)| !names.iter().any(|k| **k == **n))
-                .cloned()
-                .collect(),
-        ))
+        self.filtered(|n| !names.iter().any(|k| k == n))
+    }
+
+    fn filtered(&self, keep: impl Fn(&str) -> bool) -> Labels {
+        Labels {
+            name: self.name.clone().filter(|_| keep(NAME)),
+            rest: Arc::new(self.rest.iter().filter(|(n, _)| keep(n)).cloned().collect()),
+        }
     }
 
     /// The pairs, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(n, v)| (&**n, &**v))
+        let at = self.find(NAME).unwrap_or_else(|i| i);
+        self.rest[..at]
+            .iter()
+            .map(|(n, v)| (&**n, &**v))
+            .chain(self.name.as_deref().map(|v| (NAME, v)))
+            .chain(self.rest[at..].iter().map(|(n, v)| (&**n, &**v)))
     }
 
-    /// The pairs, shared, in name order.
+    /// The pairs other than the metric name, shared, in name order.
     pub fn shared(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
-        self.0.iter()
+        self.rest.iter()
     }
 
     /// How many labels.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.rest.len() + usize::from(self.name.is_some())
     }
 
     /// No labels at all.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
+    }
+}
+
+/// In name order, pair by pair, as a sorted list of pairs compares.
+impl Ord for Labels {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.iter().cmp(other.iter())
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -199,8 +232,39 @@ pub struct Store {
     series: Vec<Series>,
     index: HashMap<Labels, usize>,
     by_name: HashMap<String, Vec<usize>>,
-    /// For each target (its labels), the series its last scrape wrote.
-    last_scrape: HashMap<Labels, HashSet<usize>>,
+    /// What each target (by its labels) served.
+    targets: HashMap<Labels, Target>,
+    /// Per series, the scrape that last wrote it (a duplicate within a scrape is refused).
+    stamp: Vec<u64>,
+    /// Scrapes so far.
+    scrapes: u64,
+    /// Series picked by a selector (its text), until a series is added or dropped: a
+    /// series' labels never change, so neither does what a selector picks until then.
+    selections: RefCell<HashMap<String, Arc<[usize]>>>,
+}
+
+/// One scrape target's state.
+#[derive(Debug, Clone, Default)]
+struct Target {
+    /// The series its last scrape wrote.
+    last: Vec<usize>,
+    /// Its samples' series, by the sample's name and labels as it serves them (scrapes
+    /// look their series up without building its labels).
+    ids: HashMap<Box<[u8]>, usize>,
+}
+
+/// A sample's name and labels, as served, in one unambiguous key.
+fn sample_key(key: &mut Vec<u8>, s: &inferscale_promtext::Sample<'_, '_>) {
+    key.clear();
+    let mut part = |b: &[u8]| {
+        key.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        key.extend_from_slice(b);
+    };
+    part(s.name().as_bytes());
+    for lab in s.labels() {
+        part(lab.name.as_bytes());
+        part(lab.value.as_bytes());
+    }
 }
 
 /// What one [`Store::scrape`] wrote.
@@ -239,6 +303,21 @@ impl Store {
             .map(|&i| &self.series[i])
     }
 
+    /// The series named `name`, by index.
+    pub(crate) fn named_ids(&self, name: &str) -> &[usize] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// What `pick` returns for the selector `key`, computed once until the series change.
+    pub(crate) fn selection(&self, key: String, pick: impl FnOnce() -> Vec<usize>) -> Arc<[usize]> {
+        if let Some(ids) = self.selections.borrow().get(&key) {
+            return ids.clone();
+        }
+        let ids: Arc<[usize]> = pick().into();
+        self.selections.borrow_mut().insert(key, ids.clone());
+        ids
+    }
+
     fn slot(&mut self, labels: Labels) -> Result<usize, StoreError> {
         if let Some(&i) = self.index.get(&labels) {
             return Ok(i);
@@ -247,10 +326,12 @@ impl Store {
             return Err(StoreError::NoName { labels });
         };
         let i = self.series.len();
+        self.selections.get_mut().clear();
         self.series.push(Series {
             labels: labels.clone(),
             points: Vec::new(),
         });
+        self.stamp.push(0);
         self.index.insert(labels, i);
         self.by_name.entry(name).or_default().push(i);
         Ok(i)
@@ -290,26 +371,51 @@ impl Store {
         exposition: Option<&Exposition<'_>>,
     ) -> ScrapeWrite {
         let mut w = ScrapeWrite::default();
-        let mut now: HashSet<usize> = HashSet::new();
+        self.scrapes += 1;
+        let serial = self.scrapes;
+        let mut state = self.targets.remove(target).unwrap_or_default();
+        let before = std::mem::take(&mut state.last);
+        let mut now = Vec::with_capacity(before.len());
         if let Some(exp) = exposition {
+            let mut key = Vec::new();
             for s in exp.samples() {
-                let mut l = Labels::default();
-                l.set(NAME.to_owned(), s.name().to_owned());
-                for lab in s.labels() {
-                    let name = if target.has(&lab.name) {
-                        format!("exported_{}", lab.name)
-                    } else {
-                        lab.name.to_string()
-                    };
-                    l.set(name, lab.value.to_string());
-                }
-                for (n, v) in target.shared() {
-                    l.set_shared(n.clone(), v.clone());
-                }
+                sample_key(&mut key, &s);
+                let found = match state.ids.get(key.as_slice()) {
+                    Some(&i) => Ok(i),
+                    None => {
+                        let mut l = Labels::default();
+                        l.set(NAME.to_owned(), s.name().to_owned());
+                        for lab in s.labels() {
+                            let name = if target.has(&lab.name) {
+                                format!("exported_{}", lab.name)
+                            } else {
+                                lab.name.to_string()
+                            };
+                            l.set(name, lab.value.to_string());
+                        }
+                        for (n, v) in target.shared() {
+                            l.set_shared(n.clone(), v.clone());
+                        }
+                        if let Some(n) = target.name() {
+                            l.set(NAME.to_owned(), n.to_owned());
+                        }
+                        let found = self.slot(l);
+                        if let Ok(i) = found {
+                            state.ids.insert(key.as_slice().into(), i);
+                        }
+                        found
+                    }
+                };
                 let at = s.timestamp().map_or(t, |ts| (ts * 1000.0).round() as i64);
-                match self.slot(l) {
-                    Ok(i) if now.insert(i) && self.push_at(i, at, s.value()).is_ok() => {
-                        w.samples += 1
+                match found {
+                    Ok(i) if self.stamp[i] != serial => {
+                        self.stamp[i] = serial;
+                        now.push(i);
+                        if self.push_at(i, at, s.value()).is_ok() {
+                            w.samples += 1;
+                        } else {
+                            w.refused += 1;
+                        }
                     }
                     _ => w.refused += 1,
                 }
@@ -324,13 +430,14 @@ impl Store {
         {
             w.samples += 1;
         }
-        let before = self.last_scrape.remove(target).unwrap_or_default();
-        for i in before.difference(&now) {
-            if self.push_at(*i, t, f64::from_bits(STALE_NAN_BITS)).is_ok() {
+        for i in before {
+            if self.stamp[i] != serial && self.push_at(i, t, f64::from_bits(STALE_NAN_BITS)).is_ok()
+            {
                 w.stale_marked += 1;
             }
         }
-        self.last_scrape.insert(target.clone(), now);
+        state.last = now;
+        self.targets.insert(target.clone(), state);
         w
     }
 
@@ -351,6 +458,7 @@ impl Store {
         }
         let dropped = map.len() - kept.len();
         self.series = kept;
+        self.selections.get_mut().clear();
         self.index.retain(|_, i| {
             *i = map[*i];
             *i != usize::MAX
@@ -362,13 +470,23 @@ impl Store {
             });
         }
         self.by_name.retain(|_, ids| !ids.is_empty());
-        for set in self.last_scrape.values_mut() {
-            *set = set
-                .iter()
-                .map(|&i| map[i])
-                .filter(|&i| i != usize::MAX)
-                .collect();
+        for state in self.targets.values_mut() {
+            state.last.retain_mut(|i| {
+                *i = map[*i];
+                *i != usize::MAX
+            });
+            state.ids.retain(|_, i| {
+                *i = map[*i];
+                *i != usize::MAX
+            });
         }
+        let mut stamp = vec![0; self.series.len()];
+        for (old, &new) in map.iter().enumerate() {
+            if new != usize::MAX {
+                stamp[new] = self.stamp[old];
+            }
+        }
+        self.stamp = stamp;
         dropped
     }
 
@@ -376,7 +494,7 @@ impl Store {
     /// drops a target, every series it served last gets a staleness marker at `t` (ms), and
     /// no `up` sample is written. Returns how many markers were written.
     pub fn forget(&mut self, target: &Labels, t: i64) -> usize {
-        let before = self.last_scrape.remove(target).unwrap_or_default();
+        let before = self.targets.remove(target).unwrap_or_default().last;
         let mut n = 0;
         for i in before {
             if self.push_at(i, t, f64::from_bits(STALE_NAN_BITS)).is_ok() {

@@ -36,12 +36,7 @@ const HIGHR: &[f64] = &[
 const COARSE: &[f64] = &[0.1, 0.5, 1.0];
 
 fn hist_with(bounds: &[f64]) -> Hist {
-    Hist {
-        bounds: bounds.to_vec(),
-        counts: vec![0; bounds.len() + 1],
-        sum: 0.0,
-        count: 0,
-    }
+    Hist::with_bounds(bounds.to_vec())
 }
 
 impl HttpStats {
@@ -177,6 +172,7 @@ impl<'a> Out<'a> {
     }
 
     fn hist(&mut self, base: &str, labels: &Labels<'a>, h: &Hist) {
+        let bucket = format!("{base}_bucket");
         for (le, c) in h.cumulative() {
             let mut l = labels.clone();
             l.push((
@@ -186,7 +182,7 @@ impl<'a> Out<'a> {
                     inferscale_promtext::FloatStyle::Python,
                 )),
             ));
-            self.sample(format!("{base}_bucket"), l, c as f64);
+            self.sample(bucket.clone(), l, c as f64);
         }
         self.sample(format!("{base}_count"), labels.clone(), h.count as f64);
         self.sample(format!("{base}_sum"), labels.clone(), h.sum);
