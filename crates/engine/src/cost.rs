@@ -136,6 +136,40 @@ pub struct CostModel {
     instant: bool,
     /// The weight bytes a step reads, for a dense model (the same at any batch).
     dense_weight_bytes: Option<f64>,
+    /// Terms of every step that depend on the GPU and model only, taken once (each as the
+    /// step's formula writes it, so the step's arithmetic is unchanged).
+    k: Constants,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Constants {
+    /// `2 × active decoder parameters`.
+    two_active_params: f64,
+    lm_head_flops: f64,
+    attention_flops_per_context_token: f64,
+    /// Bytes per second the memory moves.
+    mem_rate: f64,
+    /// FLOP/s of the GEMMs (FP8 where the weights and the GPU have it).
+    gemm_rate: f64,
+    /// FLOP/s of attention (BF16).
+    attn_rate: f64,
+}
+
+impl Constants {
+    fn new(g: &GpuSpec, m: &ModelSpec, dtype: WeightDtype) -> Self {
+        let gemm_peak = match (dtype, g.fp8_tflops) {
+            (WeightDtype::Fp8, Some(fp8)) => fp8,
+            _ => g.bf16_tflops,
+        };
+        Constants {
+            two_active_params: 2.0 * m.active_decoder_params(),
+            lm_head_flops: m.lm_head_flops(),
+            attention_flops_per_context_token: m.attention_flops_per_context_token(),
+            mem_rate: g.mem_bandwidth_gbps * 1e9 * g.mem_efficiency,
+            gemm_rate: gemm_peak * 1e12 * g.compute_efficiency,
+            attn_rate: g.bf16_tflops * 1e12 * g.compute_efficiency,
+        }
+    }
 }
 
 impl CostModel {
@@ -160,6 +194,7 @@ impl CostModel {
             .then(|| model.step_weight_bytes(dtype, 1));
         CostModel {
             dense_weight_bytes,
+            k: Constants::new(&gpu, &model, dtype),
             gpu,
             model,
             dtype,
@@ -229,20 +264,15 @@ impl CostModel {
             (s.decode_context_tokens + s.prefill_context_tokens) as f64 * self.kv_bytes_per_token;
         let kv_write = f64::from(tokens) * self.kv_bytes_per_token;
         let bytes = weight_bytes + kv_read + kv_write;
-        let t_mem = bytes / (g.mem_bandwidth_gbps * 1e9 * g.mem_efficiency);
+        let k = &self.k;
+        let t_mem = bytes / k.mem_rate;
 
-        let gemm_flops = (2.0 * self.model.active_decoder_params() * f64::from(tokens)
-            + self.model.lm_head_flops() * f64::from(s.sampled))
-            / tp;
-        let attn_flops = self.model.attention_flops_per_context_token()
+        let gemm_flops =
+            (k.two_active_params * f64::from(tokens) + k.lm_head_flops * f64::from(s.sampled)) / tp;
+        let attn_flops = k.attention_flops_per_context_token
             * (s.decode_context_tokens as f64 + s.prefill_attention_pairs)
             / tp;
-        let gemm_peak = match (self.dtype, g.fp8_tflops) {
-            (WeightDtype::Fp8, Some(fp8)) => fp8,
-            _ => g.bf16_tflops,
-        };
-        let t_compute = gemm_flops / (gemm_peak * 1e12 * g.compute_efficiency)
-            + attn_flops / (g.bf16_tflops * 1e12 * g.compute_efficiency);
+        let t_compute = gemm_flops / k.gemm_rate + attn_flops / k.attn_rate;
 
         let t_allreduce = if self.tp > 1 {
             let msg = f64::from(tokens) * f64::from(self.model.hidden) * 2.0;

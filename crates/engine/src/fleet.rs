@@ -142,8 +142,14 @@ pub struct Fleet {
     token_events: bool,
     unrouted: u64,
     scratch: Vec<Event>,
-    /// Positions in `replicas` of those taking traffic, for routing.
+    /// Positions in `replicas` of those taking traffic, for routing, and the span of time
+    /// they hold for (until a loading replica becomes ready); `None` once replicas come,
+    /// go or drain.
     serving: Vec<usize>,
+    serving_span: Option<(f64, f64)>,
+    /// Per replica, when its engine next has something to do without new input (infinity
+    /// when idle): advancing skips the others without touching them.
+    due: Vec<f64>,
 }
 
 impl Fleet {
@@ -163,6 +169,8 @@ impl Fleet {
             unrouted: 0,
             scratch: Vec::new(),
             serving: Vec::new(),
+            serving_span: None,
+            due: Vec::new(),
         };
         for _ in 0..replicas {
             f.add(0.0, 0.0)?;
@@ -186,6 +194,8 @@ impl Fleet {
         let mut engine = Engine::new(ec)?;
         engine.set_token_events(self.token_events);
         self.next_id += 1;
+        self.due.push(f64::INFINITY);
+        self.serving_span = None;
         self.replicas.push(Replica {
             id,
             engine,
@@ -258,6 +268,7 @@ impl Fleet {
         mut cold_start: impl FnMut(usize) -> f64,
     ) -> Result<(), MemoryError> {
         self.now = self.now.max(t);
+        self.serving_span = None;
         let mut have = self.desired();
         while have < n {
             // Un-drain the most recent draining replica before creating one.
@@ -306,6 +317,8 @@ impl Fleet {
         while i < self.replicas.len() {
             let r = &self.replicas[i];
             if r.draining_since.is_some() && (r.engine.is_idle() || r.ready_at > t) {
+                self.due.remove(i);
+                self.serving_span = None;
                 let mut r = self.replicas.remove(i);
                 // It went idle at its last step's end (a pod never ready leaves at once).
                 let idle_at = r.engine.stats().now;
@@ -323,10 +336,22 @@ impl Fleet {
     /// returns `None` when none is ready.
     pub fn submit(&mut self, spec: RequestSpec, t: f64) -> Option<Routed> {
         self.now = self.now.max(t);
-        self.serving.clear();
+        if !self
+            .serving_span
+            .is_some_and(|(from, until)| from <= t && t < until)
+        {
+            self.serving.clear();
+            let mut until = f64::INFINITY;
+            for (i, r) in self.replicas.iter().enumerate() {
+                if r.serving(t) {
+                    self.serving.push(i);
+                } else if r.draining_since.is_none() {
+                    until = until.min(r.ready_at);
+                }
+            }
+            self.serving_span = Some((t, until));
+        }
         let replicas = &self.replicas;
-        self.serving
-            .extend((0..replicas.len()).filter(|&i| replicas[i].serving(t)));
         let n = self.serving.len();
         if n == 0 {
             self.unrouted += 1;
@@ -347,15 +372,17 @@ impl Fleet {
         };
         let r = &mut self.replicas[pick];
         let id = r.engine.submit(spec, t);
+        self.due[pick] = r.engine.next_event_time().unwrap_or(f64::INFINITY);
         Some(Routed { replica: r.id, id })
     }
 
     /// When the next engine step on any replica ends without new input; `None` when all are
     /// idle.
     pub fn next_event_time(&self) -> Option<f64> {
-        self.replicas
+        self.due
             .iter()
-            .filter_map(|r| r.engine.next_event_time())
+            .copied()
+            .filter(|t| t.is_finite())
             .min_by(f64::total_cmp)
     }
 
@@ -364,9 +391,13 @@ impl Fleet {
     pub fn advance(&mut self, until: f64, events: &mut Vec<FleetEvent>) {
         let from = events.len();
         let mut sources = 0;
-        for r in &mut self.replicas {
+        for (r, due) in self.replicas.iter_mut().zip(&mut self.due) {
+            if *due > until {
+                continue;
+            }
             self.scratch.clear();
             r.engine.advance(until, &mut self.scratch);
+            *due = r.engine.next_event_time().unwrap_or(f64::INFINITY);
             if self.scratch.is_empty() {
                 continue;
             }
