@@ -19,6 +19,7 @@
 
 use std::cell::RefCell;
 
+use inferscale_catalog::vllm::{self, EngineHistogram};
 use inferscale_engine::fleet::{Fleet, Notice, Observer, Replica, Routing, drive};
 use inferscale_engine::{EngineConfig, RequestSpec};
 use inferscale_promql::{Evaluator, Labels, Query, Store, Value};
@@ -362,6 +363,8 @@ struct Control<'a> {
     keep: Box<dyn Fn(&str) -> bool>,
     departed_seen: usize,
     next: [f64; 5],
+    /// The earliest of `next` (the driver asks twice per arrival).
+    soonest: f64,
     period: [f64; 5],
     timeline: Vec<Row>,
     events: Vec<ScaleEvent>,
@@ -616,7 +619,7 @@ impl Control<'_> {
 
 impl Observer for Control<'_> {
     fn next_tick(&self) -> Option<f64> {
-        self.next.iter().copied().min_by(f64::total_cmp)
+        Some(self.soonest)
     }
 
     fn tick(&mut self, t: f64, fleet: &mut Fleet) {
@@ -633,7 +636,12 @@ impl Observer for Control<'_> {
             }
             self.next[task] += self.period[task];
         }
+        self.soonest = soonest(&self.next);
     }
+}
+
+fn soonest(next: &[f64; 5]) -> f64 {
+    next.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
 fn flaps(events: &[ScaleEvent]) -> usize {
@@ -708,6 +716,18 @@ pub fn rehearse(
             })
         })
     };
+    // The engines record the histograms of the families kept, no others: nothing reads
+    // them (a trigger or a rule names a family, and only those are scraped).
+    let recorded: Vec<EngineHistogram> = vllm::FAMILIES
+        .iter()
+        .chain(vllm::DEPRECATED_FAMILIES.iter().map(|(f, _)| f))
+        .filter(|f| keep(f.name))
+        .filter_map(|f| match f.value {
+            vllm::Value::Histogram(h) => Some(h),
+            _ => None,
+        })
+        .collect();
+    fleet.record_histograms(&recorded);
     let mut phase = Rng::new(mix(&[setup.seed, 0x7068_6173]));
     let periods = [
         setup.scrape_interval_s,
@@ -749,6 +769,7 @@ pub fn rehearse(
         keep,
         departed_seen: 0,
         next,
+        soonest: soonest(&next),
         period: periods,
         timeline: Vec::new(),
         events: Vec::new(),

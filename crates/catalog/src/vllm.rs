@@ -105,6 +105,27 @@ pub enum EngineHistogram {
     PrefillKvComputed,
 }
 
+impl EngineHistogram {
+    /// Every histogram, in declaration order.
+    pub const ALL: [EngineHistogram; 15] = [
+        EngineHistogram::PromptTokens,
+        EngineHistogram::GenerationTokens,
+        EngineHistogram::IterationTokens,
+        EngineHistogram::MaxTokens,
+        EngineHistogram::ParamsN,
+        EngineHistogram::TimeToFirstToken,
+        EngineHistogram::InterTokenLatency,
+        EngineHistogram::TimePerOutputToken,
+        EngineHistogram::EndToEnd,
+        EngineHistogram::QueueTime,
+        EngineHistogram::InferenceTime,
+        EngineHistogram::PrefillTime,
+        EngineHistogram::DecodeTime,
+        EngineHistogram::Preemptions,
+        EngineHistogram::PrefillKvComputed,
+    ];
+}
+
 /// The families of vLLM 0.33.0 in the order its `/metrics` lists them (`cache_config_info`,
 /// whose labels are the engine's whole cache configuration, is described separately).
 pub static FAMILIES: &[VllmFamily] = &[

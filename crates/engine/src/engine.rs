@@ -15,6 +15,7 @@ use crate::hardware::GpuSpec;
 use crate::kv::{BLOCK_SIZE, BlockPool, MemoryError, MemoryPlan, blocks_for, plan_memory};
 use crate::model::{ModelSpec, WeightDtype};
 use crate::stats::{FinishReason, Stats};
+use inferscale_catalog::vllm::EngineHistogram;
 use inferscale_rng::Rng;
 
 /// How long outputs run when end-of-sequence is allowed (`ignore_eos` false).
@@ -501,6 +502,15 @@ impl Engine {
     /// that finished. What the engine computes and counts is the same either way.
     pub fn set_token_events(&mut self, on: bool) {
         self.token_events = on;
+    }
+
+    /// Records only the histograms `on` accepts (all of them by default); the others stay
+    /// empty. For runs that read a few of vLLM's families (a rehearsal's queries): every
+    /// other count, and every decision, is the same either way.
+    pub fn record_histograms(&mut self, on: &dyn Fn(EngineHistogram) -> bool) {
+        for h in EngineHistogram::ALL {
+            self.stats.histogram_mut(h).set_recording(on(h));
+        }
     }
 
     /// The configuration.
@@ -1032,15 +1042,20 @@ impl Engine {
                 }
             }
             let at = (d.g % END_RING) as usize;
+            // The bucket is worked in place: what waits another turn of the ring stays in
+            // it (moved to the front), keeping its allocation.
             let mut due = std::mem::take(&mut d.ends[at]);
-            for &(seq, slot) in &due {
+            let mut kept = 0;
+            for i in 0..due.len() {
+                let (seq, slot) = due[i];
                 let Some(r) = d.slots.get(slot as usize).filter(|r| r.seq == seq) else {
                     continue; // It left the decoders.
                 };
                 let left = u64::from(r.end()) - u64::from(r.output) - (d.g - r.g0);
                 if left > 0 {
                     if left.is_multiple_of(END_RING) {
-                        d.ends[at].push((seq, slot)); // Another turn of the ring.
+                        due[kept] = (seq, slot); // Another turn of the ring.
+                        kept += 1;
                     }
                     continue;
                 }
@@ -1052,11 +1067,8 @@ impl Engine {
                 };
                 finished.push((r, reason, normal));
             }
-            due.clear();
-            if d.ends.is_empty() {
-                d.ends = vec![Vec::new(); END_RING as usize];
-            }
-            due.append(&mut d.ends[at]);
+            due.truncate(kept);
+            debug_assert!(d.ends[at].is_empty());
             d.ends[at] = due;
         }
         // Reported in the batch's order (the plain list's part is, reversed).
@@ -1333,5 +1345,38 @@ mod tests {
                 "{what}: ITL sum {ia} vs {ib}"
             );
         }
+    }
+
+    #[test]
+    fn histograms_turned_off_stay_empty_and_change_nothing_else() {
+        let load = Load {
+            rate: 80.0,
+            duration: 15.0,
+            prompt: (20, 200),
+            max_tokens: (50, 300),
+            cancel: 0.02,
+            cut: 0.02,
+            seed: 2,
+        };
+        let e = engine("L40S", "Ministral-3-8B", |c| {
+            c.max_num_seqs = 128;
+            c.max_model_len = 8192;
+        });
+        let on = [EngineHistogram::EndToEnd, EngineHistogram::QueueTime];
+        let mut few = e.clone();
+        few.record_histograms(&|h| on.contains(&h));
+        let (ea, sa, _) = run(e, &load);
+        let (eb, mut sb, _) = run(few, &load);
+        assert_eq!(ea, eb);
+        for h in EngineHistogram::ALL {
+            if on.contains(&h) {
+                assert!(sb.histogram(h).count > 100, "{h:?}");
+            } else {
+                assert_eq!(sb.histogram(h).count, 0, "{h:?}");
+                assert!(sa.histogram(h).count > 0, "{h:?}");
+                *sb.histogram_mut(h) = sa.histogram(h).clone();
+            }
+        }
+        assert_eq!(sa, sb);
     }
 }

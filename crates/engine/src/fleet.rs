@@ -41,6 +41,7 @@
 
 use crate::engine::{Engine, EngineConfig, Event, EventKind, RequestSpec};
 use crate::kv::MemoryError;
+use inferscale_catalog::vllm::EngineHistogram;
 use inferscale_rng::{Rng, mix};
 
 /// How arrivals are spread over the ready replicas.
@@ -150,6 +151,10 @@ pub struct Fleet {
     /// Per replica, when its engine next has something to do without new input (infinity
     /// when idle): advancing skips the others without touching them.
     due: Vec<f64>,
+    /// How many replicas are draining.
+    draining: usize,
+    /// The histograms recorded, when not all.
+    histograms: Option<Vec<EngineHistogram>>,
 }
 
 impl Fleet {
@@ -171,6 +176,8 @@ impl Fleet {
             serving: Vec::new(),
             serving_span: None,
             due: Vec::new(),
+            draining: 0,
+            histograms: None,
         };
         for _ in 0..replicas {
             f.add(0.0, 0.0)?;
@@ -187,12 +194,24 @@ impl Fleet {
         }
     }
 
+    /// Records only the histograms in `on` on every replica, present and future (see
+    /// [`Engine::record_histograms`]).
+    pub fn record_histograms(&mut self, on: &[EngineHistogram]) {
+        self.histograms = Some(on.to_vec());
+        for r in &mut self.replicas {
+            r.engine.record_histograms(&|h| on.contains(&h));
+        }
+    }
+
     fn add(&mut self, t: f64, cold_start_s: f64) -> Result<(), MemoryError> {
         let mut ec = self.cfg.clone();
         let id = self.next_id;
         ec.seed = mix(&[self.cfg.seed, id as u64]);
         let mut engine = Engine::new(ec)?;
         engine.set_token_events(self.token_events);
+        if let Some(on) = &self.histograms {
+            engine.record_histograms(&|h| on.contains(&h));
+        }
         self.next_id += 1;
         self.due.push(f64::INFINITY);
         self.serving_span = None;
@@ -279,6 +298,7 @@ impl Fleet {
                 .find(|r| r.draining_since.is_some())
             {
                 r.draining_since = None;
+                self.draining -= 1;
             } else {
                 let delay = cold_start(self.next_id);
                 self.add(t, delay)?;
@@ -301,6 +321,7 @@ impl Fleet {
                 .map(|(i, _)| i);
             let Some(i) = victim else { break };
             self.replicas[i].draining_since = Some(t);
+            self.draining += 1;
             have -= 1;
         }
         self.reap(t);
@@ -309,7 +330,14 @@ impl Fleet {
 
     /// Removes draining replicas that have nothing left to do, in the order they left.
     fn reap(&mut self, t: f64) {
-        if self.replicas.iter().all(|r| r.draining_since.is_none()) {
+        debug_assert_eq!(
+            self.draining,
+            self.replicas
+                .iter()
+                .filter(|r| r.draining_since.is_some())
+                .count()
+        );
+        if self.draining == 0 {
             return;
         }
         let before = self.gone.len();
@@ -319,6 +347,7 @@ impl Fleet {
             if r.draining_since.is_some() && (r.engine.is_idle() || r.ready_at > t) {
                 self.due.remove(i);
                 self.serving_span = None;
+                self.draining -= 1;
                 let mut r = self.replicas.remove(i);
                 // It went idle at its last step's end (a pod never ready leaves at once).
                 let idle_at = r.engine.stats().now;

@@ -1,6 +1,7 @@
 //! What the engine counts, in the shape vLLM's stat logger exposes it.
 
 use inferscale_catalog::buckets::BucketFamily;
+use inferscale_catalog::vllm::EngineHistogram;
 
 /// A fixed-bucket histogram that records observations (not cumulative until exported).
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct Hist {
     /// The bucket of the last observation: the next one is often in it too (a request's
     /// token counts, a steady latency), and two comparisons say so.
     hint: usize,
+    /// Observations are dropped (see [`Hist::set_recording`]).
+    off: bool,
 }
 
 /// Equal when they hold the same observations.
@@ -43,7 +46,14 @@ impl Hist {
             sum: 0.0,
             count: 0,
             hint: 0,
+            off: false,
         }
+    }
+
+    /// Whether observations are recorded (they are unless turned off). A histogram that
+    /// nothing will read can be turned off to save the work; it then stays as it was.
+    pub fn set_recording(&mut self, on: bool) {
+        self.off = !on;
     }
 
     /// The bucket of `v`: the first whose bound is at least `v` (`+Inf` past the last).
@@ -61,6 +71,9 @@ impl Hist {
 
     /// Records one observation (`le` semantics: a value on a bound goes in that bucket).
     pub fn observe(&mut self, v: f64) {
+        if self.off {
+            return;
+        }
         let i = self.bucket(v);
         self.counts[i] += 1;
         self.sum += v;
@@ -70,7 +83,7 @@ impl Hist {
     /// Records `n` equal observations: what `n` calls of [`Hist::observe`] record (the sum
     /// up to rounding: `n · v` is added at once), with one bucket search.
     pub fn observe_repeated(&mut self, v: f64, n: u64) {
-        if n == 0 {
+        if n == 0 || self.off {
             return;
         }
         let i = self.bucket(v);
@@ -198,6 +211,48 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The histogram vLLM's family `h` reports.
+    pub fn histogram(&self, h: EngineHistogram) -> &Hist {
+        match h {
+            EngineHistogram::PromptTokens => &self.request_prompt_tokens,
+            EngineHistogram::GenerationTokens => &self.request_generation_tokens,
+            EngineHistogram::IterationTokens => &self.iteration_tokens,
+            EngineHistogram::MaxTokens => &self.request_max_tokens,
+            EngineHistogram::ParamsN => &self.request_params_n,
+            EngineHistogram::TimeToFirstToken => &self.ttft,
+            EngineHistogram::InterTokenLatency => &self.itl,
+            EngineHistogram::TimePerOutputToken => &self.tpot,
+            EngineHistogram::EndToEnd => &self.e2e,
+            EngineHistogram::QueueTime => &self.queue_time,
+            EngineHistogram::InferenceTime => &self.inference_time,
+            EngineHistogram::PrefillTime => &self.prefill_time,
+            EngineHistogram::DecodeTime => &self.decode_time,
+            EngineHistogram::Preemptions => &self.num_preemptions,
+            EngineHistogram::PrefillKvComputed => &self.prefill_kv_computed,
+        }
+    }
+
+    /// See [`Stats::histogram`].
+    pub fn histogram_mut(&mut self, h: EngineHistogram) -> &mut Hist {
+        match h {
+            EngineHistogram::PromptTokens => &mut self.request_prompt_tokens,
+            EngineHistogram::GenerationTokens => &mut self.request_generation_tokens,
+            EngineHistogram::IterationTokens => &mut self.iteration_tokens,
+            EngineHistogram::MaxTokens => &mut self.request_max_tokens,
+            EngineHistogram::ParamsN => &mut self.request_params_n,
+            EngineHistogram::TimeToFirstToken => &mut self.ttft,
+            EngineHistogram::InterTokenLatency => &mut self.itl,
+            EngineHistogram::TimePerOutputToken => &mut self.tpot,
+            EngineHistogram::EndToEnd => &mut self.e2e,
+            EngineHistogram::QueueTime => &mut self.queue_time,
+            EngineHistogram::InferenceTime => &mut self.inference_time,
+            EngineHistogram::PrefillTime => &mut self.prefill_time,
+            EngineHistogram::DecodeTime => &mut self.decode_time,
+            EngineHistogram::Preemptions => &mut self.num_preemptions,
+            EngineHistogram::PrefillKvComputed => &mut self.prefill_kv_computed,
+        }
+    }
+
     /// Empty statistics for a cache of `num_gpu_blocks` blocks.
     pub fn new(max_model_len: u32, num_gpu_blocks: u32) -> Self {
         let h = |f| Hist::new(f, max_model_len);

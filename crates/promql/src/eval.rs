@@ -21,6 +21,7 @@
 
 use foldhash::HashSetExt;
 use std::borrow::Cow;
+use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use promql_parser::label::{MatchOp, Matcher};
@@ -970,21 +971,58 @@ impl<'s> Ctx<'s> {
                 Some(LabelModifier::Exclude(ls)) => l.drop_names(&ls.labels).without_name(),
             }
         };
-        // The groups in the order they were first seen.
-        let mut order: Vec<(Labels, Vec<Sample>)> = Vec::new();
-        let mut index: foldhash::HashMap<Labels, usize> = Default::default();
-        for s in v {
-            let k = key(&s.labels);
-            let i = match index.get(&k) {
-                Some(&i) => i,
-                None => {
-                    index.insert(k.clone(), order.len());
-                    order.push((k, Vec::new()));
-                    order.len() - 1
+        // Two samples share a group when the labels the modifier keeps are equal (an absent
+        // label reads empty, as in Prometheus). Samples are grouped by a hash of those
+        // labels, checked against each group's first member, so that a group's labels are
+        // built once, not once per sample.
+        let kept = |l: &Labels, f: &mut dyn FnMut(&str, &str)| match &a.modifier {
+            None => {}
+            Some(LabelModifier::Include(ls)) => ls.labels.iter().for_each(|n| f(n, l.get(n))),
+            Some(LabelModifier::Exclude(ls)) => l
+                .iter()
+                .filter(|(n, _)| *n != NAME && !ls.labels.iter().any(|k| k == n))
+                .for_each(|(n, v)| f(n, v)),
+        };
+        let same = |x: &Labels, y: &Labels| -> bool {
+            match &a.modifier {
+                None => true,
+                Some(LabelModifier::Include(ls)) => ls.labels.iter().all(|n| x.get(n) == y.get(n)),
+                Some(LabelModifier::Exclude(ls)) => {
+                    let out =
+                        |(n, _): &(&str, &str)| *n != NAME && !ls.labels.iter().any(|k| k == n);
+                    x.iter().filter(out).eq(y.iter().filter(out))
                 }
-            };
-            order[i].1.push(s);
+            }
+        };
+        let state = foldhash::fast::FixedState::default();
+        // The groups in the order they were first seen.
+        let mut order: Vec<Vec<Sample>> = Vec::new();
+        let mut index: foldhash::HashMap<u64, Vec<usize>> = Default::default();
+        for s in v {
+            let mut hs = state.build_hasher();
+            kept(&s.labels, &mut |n, v| {
+                hs.write(n.as_bytes());
+                hs.write_u8(0xff);
+                hs.write(v.as_bytes());
+                hs.write_u8(0xff);
+            });
+            let slot = index.entry(hs.finish()).or_default();
+            let found = slot
+                .iter()
+                .copied()
+                .find(|&i| same(&order[i][0].labels, &s.labels));
+            match found {
+                Some(i) => order[i].push(s),
+                None => {
+                    slot.push(order.len());
+                    order.push(vec![s]);
+                }
+            }
         }
+        let order: Vec<(Labels, Vec<Sample>)> = order
+            .into_iter()
+            .map(|members| (key(&members[0].labels), members))
+            .collect();
         let param = |ctx: &str| -> Result<f64, EvalError> {
             match &a.param {
                 Some(p) => self.scalar(p, t, ctx),
@@ -1311,6 +1349,61 @@ fn vector_op(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aggregation_groups_by_the_kept_labels_in_first_seen_order() {
+        let mut st = Store::new();
+        for (pod, zone, v) in [
+            ("a", "x", 1.0),
+            ("b", "y", 2.0),
+            ("c", "x", 4.0),
+            ("d", "", 8.0),
+        ] {
+            let mut l = vec![(NAME, "m"), ("pod", pod), ("job", "j")];
+            if !zone.is_empty() {
+                l.push(("zone", zone));
+            }
+            st.push(Labels::new(l), 0, v)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let eval = |q: &str| -> Vec<(String, f64)> {
+            let q = crate::Query::parse(q).unwrap_or_else(|e| panic!("{e}"));
+            match Evaluator::new(&st).eval(&q, 0) {
+                Ok(Value::Vector(v)) => v
+                    .iter()
+                    .map(|s| {
+                        let l: Vec<String> =
+                            s.labels.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                        (l.join(","), s.value)
+                    })
+                    .collect(),
+                other => panic!("{other:?}"),
+            }
+        };
+        // An absent label groups with itself (it reads empty), apart from the others.
+        assert_eq!(
+            eval("sum by (zone) (m)"),
+            [
+                ("zone=x".into(), 5.0),
+                ("zone=y".into(), 2.0),
+                (String::new(), 8.0)
+            ]
+        );
+        assert_eq!(
+            eval("max without (pod) (m)"),
+            [
+                ("job=j,zone=x".into(), 4.0),
+                ("job=j,zone=y".into(), 2.0),
+                ("job=j".into(), 8.0)
+            ]
+        );
+        assert_eq!(eval("count (m)"), [(String::new(), 4.0)]);
+        assert_eq!(eval("sum by (job, zone, job) (m)").len(), 3);
+        assert_eq!(
+            eval("count by (__name__) (m)"),
+            [("__name__=m".into(), 4.0)]
+        );
+    }
 
     #[test]
     fn bucket_quantile_interpolates_in_the_rank_bucket() {

@@ -3,11 +3,12 @@
 //! number format), written through `promtext`.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use inferscale_catalog::vllm::{
-    self, CACHE_CONFIG_INFO, DEPRECATED_FAMILIES, EngineHistogram, FAMILIES, MetricKind,
-    RUNTIME_FAMILIES, Value, VllmFamily, created_name, extra_label_values,
+    self, CACHE_CONFIG_INFO, DEPRECATED_FAMILIES, FAMILIES, MetricKind, RUNTIME_FAMILIES, Value,
+    VllmFamily, created_name, extra_label_values,
 };
 use inferscale_engine::stats::{Hist, Stats};
 use inferscale_promtext::{Exposition, Format, MetricType, WriteOptions, write};
@@ -172,17 +173,13 @@ impl<'a> Out<'a> {
     }
 
     fn hist(&mut self, base: &str, labels: &Labels<'a>, h: &Hist) {
-        let bucket = format!("{base}_bucket");
-        for (le, c) in h.cumulative() {
+        let bucket = interned(&format!("{base}_bucket"));
+        let mut acc = 0;
+        for (&le, c) in h.bounds.iter().chain([&f64::INFINITY]).zip(&h.counts) {
+            acc += c;
             let mut l = labels.clone();
-            l.push((
-                Cow::Borrowed("le"),
-                Cow::Owned(inferscale_promtext::format_float(
-                    le,
-                    inferscale_promtext::FloatStyle::Python,
-                )),
-            ));
-            self.sample(bucket.clone(), l, c as f64);
+            l.push((Cow::Borrowed("le"), Cow::Borrowed(le_label(le))));
+            self.sample(bucket, l, acc as f64);
         }
         self.sample(format!("{base}_count"), labels.clone(), h.count as f64);
         self.sample(format!("{base}_sum"), labels.clone(), h.sum);
@@ -196,6 +193,34 @@ impl<'a> Out<'a> {
             self.sample(n.clone(), l.clone(), self.created);
         }
     }
+}
+
+/// Text that the exposition repeats on every scrape (bucket series names, `le` values),
+/// made once per process: a histogram writes one sample per bucket, and formatting each
+/// bound anew was a tenth of an offline scrape. Bounded by the distinct names and bounds
+/// the catalog's families have.
+static INTERNED: LazyLock<Mutex<HashMap<String, &'static str>>> = LazyLock::new(Default::default);
+
+fn interned(s: &str) -> &'static str {
+    let mut m = INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&v) = m.get(s) {
+        return v;
+    }
+    let v: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    m.insert(s.to_owned(), v);
+    v
+}
+
+/// A bucket bound as vLLM writes its `le` label (Python's float repr).
+fn le_label(le: f64) -> &'static str {
+    static LE: LazyLock<Mutex<HashMap<u64, &'static str>>> = LazyLock::new(Default::default);
+    let mut m = LE.lock().unwrap_or_else(PoisonError::into_inner);
+    m.entry(le.to_bits()).or_insert_with(|| {
+        Box::leak(
+            inferscale_promtext::format_float(le, inferscale_promtext::FloatStyle::Python)
+                .into_boxed_str(),
+        )
+    })
 }
 
 fn base_labels<'a>(fam: &VllmFamily, model: &'a str) -> Labels<'a> {
@@ -240,26 +265,10 @@ fn scalar(value: Value, extra: Option<&str>, s: &Stats) -> f64 {
 
 /// The engine's histogram a family reports (`None`: not modelled, served empty).
 fn histogram(value: Value, s: &Stats) -> Option<&Hist> {
-    let Value::Histogram(h) = value else {
-        return None;
-    };
-    Some(match h {
-        EngineHistogram::PromptTokens => &s.request_prompt_tokens,
-        EngineHistogram::GenerationTokens => &s.request_generation_tokens,
-        EngineHistogram::IterationTokens => &s.iteration_tokens,
-        EngineHistogram::MaxTokens => &s.request_max_tokens,
-        EngineHistogram::ParamsN => &s.request_params_n,
-        EngineHistogram::TimeToFirstToken => &s.ttft,
-        EngineHistogram::InterTokenLatency => &s.itl,
-        EngineHistogram::TimePerOutputToken => &s.tpot,
-        EngineHistogram::EndToEnd => &s.e2e,
-        EngineHistogram::QueueTime => &s.queue_time,
-        EngineHistogram::InferenceTime => &s.inference_time,
-        EngineHistogram::PrefillTime => &s.prefill_time,
-        EngineHistogram::DecodeTime => &s.decode_time,
-        EngineHistogram::Preemptions => &s.num_preemptions,
-        EngineHistogram::PrefillKvComputed => &s.prefill_kv_computed,
-    })
+    match value {
+        Value::Histogram(h) => Some(s.histogram(h)),
+        _ => None,
+    }
 }
 
 fn vllm_family<'a>(out: &mut Out<'a>, fam: &'a VllmFamily, ctx: &Context<'a>, s: &Stats) {
