@@ -1,0 +1,392 @@
+//! From the pods' scrapes to the number KEDA is given: pure, so the failure semantics are
+//! tested without a network.
+//!
+//! - Some pods failing: the value is computed from the others, and the failures are counted
+//!   (the caller reports them in the scaler's own metrics).
+//! - Every pod failing, or no pods at all: an error, so that KEDA's `fallback` engages. A
+//!   scaler that cannot see answers nothing, never a silent 0.
+//! - Percentiles are over `window`: each pod's histogram increase since its scrape at least
+//!   `window` earlier (a shorter one while the history is young, and the pod's lifetime
+//!   until it has been scraped twice), merged by `le` across pods, as
+//!   `histogram_quantile(0.95, sum by (le) (increase(…[window])))` reads them.
+//! - No request finished in the window: a percentile of 0 (nothing is slow), as the
+//!   generated ScaledObject's `or on() vector(0)` reads it. A pod without the family at all
+//!   is a failure that names what it lacks.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use inferscale_catalog::{Engine, Signal, Snapshot};
+
+use crate::metadata::{Config, Metric};
+
+/// Recent snapshots of each pod, by its URL.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    by_pod: BTreeMap<String, VecDeque<(f64, Snapshot)>>,
+}
+
+impl History {
+    /// Records a pod's scrape at `t` (seconds, any monotonic origin), keeping what a
+    /// window of `window_s` needs: the newest scrape at least `window_s` old, and all after.
+    pub fn record(&mut self, pod: &str, t: f64, snap: Snapshot, window_s: f64) {
+        let h = self.by_pod.entry(pod.to_owned()).or_default();
+        if h.back().is_some_and(|(last, _)| *last > t) {
+            h.clear(); // The clock went back: start again rather than mix orders.
+        }
+        h.push_back((t, snap));
+        while h.len() > 1 && h.get(1).is_some_and(|(t1, _)| *t1 <= t - window_s) {
+            h.pop_front();
+        }
+    }
+
+    /// Forgets pods not in `live` (they vanished from the Service).
+    pub fn retain(&mut self, live: &[&str]) {
+        self.by_pod.retain(|k, _| live.contains(&k.as_str()));
+    }
+
+    /// The pod's last scrape as a window over (up to) `window_s`: counters and histograms
+    /// as increases, gauges as they are. `None` for a pod never recorded.
+    pub fn windowed(&self, pod: &str, window_s: f64) -> Option<Snapshot> {
+        let h = self.by_pod.get(pod)?;
+        let (t, last) = h.back()?;
+        if h.len() == 1 {
+            return Some(last.clone());
+        }
+        let base = h
+            .iter()
+            .rev()
+            .find(|(t0, _)| *t0 <= t - window_s)
+            .or(h.front())?;
+        Some(last.window(&base.1, t - base.0))
+    }
+
+    /// How many pods it holds.
+    pub fn len(&self) -> usize {
+        self.by_pod.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.by_pod.is_empty()
+    }
+}
+
+/// Why there is no value to give KEDA.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoValue {
+    /// Nothing to scrape.
+    #[error("no pods: the Service has no ready endpoints (or targets is empty)")]
+    NoPods,
+    /// Every pod failed.
+    #[error("all {failed} pods failed; the first: {first}")]
+    AllFailed {
+        /// How many.
+        failed: usize,
+        /// The first failure, with its pod.
+        first: String,
+    },
+}
+
+/// The value for a trigger, and how many pods it stands on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// What KEDA is given (finite, ≥ 0).
+    pub value: f64,
+    /// Pods whose scrape counted.
+    pub pods_ok: usize,
+    /// Pods that failed, with why (`url: reason`).
+    pub failures: Vec<String>,
+}
+
+/// What one pod gave: its windowed snapshot (read with the pod's URL as its source, so
+/// that pods' series stay apart when merged), or why not.
+pub type PodResult = (String, Result<Snapshot, String>);
+
+fn signal_of(m: Metric) -> Signal {
+    match m {
+        Metric::QueueDepth | Metric::DesiredReplicas => Signal::QueueDepth,
+        Metric::Running => Signal::Running,
+        Metric::KvCacheUsage => Signal::KvCacheUsage,
+        Metric::TtftP95 => Signal::Ttft,
+        Metric::QueueTimeP95 => Signal::QueueTime,
+        Metric::E2eP95 => Signal::E2eLatency,
+    }
+}
+
+/// Whether the pod's snapshot can serve `cfg`, or what it lacks.
+fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
+    match cfg.engine {
+        Some(e) if !s.engines.contains(&e) => {
+            return Err(format!("serves no {e} metrics (engine: {e} was asked for)"));
+        }
+        None if !s.engines.iter().any(|e| *e != Engine::Dcgm) => {
+            return Err("serves no inference-engine metrics".into());
+        }
+        _ => {}
+    }
+    let mut need = vec![signal_of(cfg.metric)];
+    if let Some((m, _)) = cfg.guardrail {
+        need.push(signal_of(m));
+    }
+    for sig in need {
+        if !s.has(sig) {
+            return Err(format!("has no {} ({})", sig.label(), sig.key()));
+        }
+    }
+    Ok(())
+}
+
+fn p95(merged: &Snapshot, m: Metric) -> f64 {
+    merged.quantile(signal_of(m), 0.95).unwrap_or(0.0)
+}
+
+/// The replica count `desired_replicas` reports for `pods` pods: enough for the queue at
+/// `queue_target` per replica (the HPA's AverageValue proposal, `⌈queue / target⌉`), and,
+/// when the latency is above its target, at least `⌈pods × p95 / target⌉` (more than now:
+/// the proportional answer the HPA gives a Value metric, which is how a latency must be
+/// read; fed as AverageValue it would be divided by the replicas and scale wrongly). 0 when
+/// neither asks for any (the HPA holds its minimum).
+pub fn desired_replicas(
+    pods: usize,
+    queue: f64,
+    queue_target: f64,
+    latency: Option<(f64, f64)>,
+) -> f64 {
+    let by_queue = (queue.max(0.0) / queue_target).ceil();
+    let by_latency = match latency {
+        Some((p95, target)) if p95 > target && target > 0.0 => {
+            (pods.max(1) as f64 * p95 / target).ceil()
+        }
+        _ => 0.0,
+    };
+    by_queue.max(by_latency)
+}
+
+/// The value of `cfg`'s metric over the pods that answered (see the module documentation
+/// for what failures do).
+pub fn answer(cfg: &Config, pods: Vec<PodResult>) -> Result<Answer, NoValue> {
+    if pods.is_empty() {
+        return Err(NoValue::NoPods);
+    }
+    let mut merged: Option<Snapshot> = None;
+    let mut ok = 0;
+    let mut failures = Vec::new();
+    for (url, r) in pods {
+        match r.and_then(|s| usable(cfg, &s).map(|()| s)) {
+            Ok(s) => {
+                ok += 1;
+                match &mut merged {
+                    None => merged = Some(s),
+                    Some(m) => m.merge(s),
+                }
+            }
+            Err(why) => failures.push(format!("{url}: {why}")),
+        }
+    }
+    let Some(merged) = merged else {
+        return Err(NoValue::AllFailed {
+            failed: failures.len(),
+            first: failures.swap_remove(0),
+        });
+    };
+    let value = match cfg.metric {
+        Metric::QueueDepth | Metric::Running | Metric::KvCacheUsage => {
+            merged.value(signal_of(cfg.metric)).unwrap_or(0.0)
+        }
+        Metric::TtftP95 | Metric::QueueTimeP95 | Metric::E2eP95 => p95(&merged, cfg.metric),
+        Metric::DesiredReplicas => desired_replicas(
+            ok,
+            merged.value(Signal::QueueDepth).unwrap_or(0.0),
+            cfg.target,
+            cfg.guardrail.map(|(m, t)| (p95(&merged, m), t)),
+        ),
+    };
+    Ok(Answer {
+        value: if value.is_finite() {
+            value.max(0.0)
+        } else {
+            0.0
+        },
+        pods_ok: ok,
+        failures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::Pods;
+
+    fn cfg(metric: Metric) -> Config {
+        Config {
+            pods: Pods::Targets(vec![]),
+            metric,
+            target: 5.0,
+            activation_target: 0.0,
+            window_s: 60.0,
+            engine: None,
+            guardrail: None,
+        }
+    }
+
+    /// A vLLM pod's exposition: `waiting` queued, and `e2e` end-to-end latencies observed
+    /// (in vLLM's buckets 1, 2.5, 5, 10, +Inf seconds, a cut of its layout).
+    fn pod(waiting: f64, e2e: &[f64]) -> Snapshot {
+        pod_at("pod", waiting, e2e)
+    }
+
+    /// [`pod`] scraped from `url` (series of different pods stay apart when merged).
+    fn pod_at(url: &str, waiting: f64, e2e: &[f64]) -> Snapshot {
+        let bounds = [1.0, 2.5, 5.0, 10.0, f64::INFINITY];
+        let mut text = format!(
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} {waiting}\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} 3\n# TYPE vllm:e2e_request_latency_seconds histogram\n"
+        );
+        for b in bounds {
+            let n = e2e.iter().filter(|v| **v <= b).count();
+            let le = if b.is_infinite() {
+                "+Inf".to_owned()
+            } else {
+                format!("{b}")
+            };
+            text.push_str(&format!(
+                "vllm:e2e_request_latency_seconds_bucket{{model_name=\"m\",le=\"{le}\"}} {n}\n"
+            ));
+        }
+        text.push_str(&format!(
+            "vllm:e2e_request_latency_seconds_count{{model_name=\"m\"}} {}\nvllm:e2e_request_latency_seconds_sum{{model_name=\"m\"}} {}\n",
+            e2e.len(),
+            e2e.iter().sum::<f64>()
+        ));
+        let exp = inferscale_promtext::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        Snapshot::read(&exp, url)
+    }
+
+    fn ok(url: &str, s: Snapshot) -> PodResult {
+        (url.to_owned(), Ok(s))
+    }
+
+    /// A pod's result read from its own URL.
+    fn at(url: &str, waiting: f64, e2e: &[f64]) -> PodResult {
+        ok(url, pod_at(url, waiting, e2e))
+    }
+
+    #[test]
+    fn the_queue_is_the_sum_of_the_pods_and_failures_are_counted_not_zeroed() {
+        let c = cfg(Metric::QueueDepth);
+        let a = answer(
+            &c,
+            vec![at("a", 3.0, &[]), at("b", 4.0, &[]), at("c", 0.0, &[])],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a.value, a.pods_ok, a.failures.len()), (7.0, 3, 0));
+        let a = answer(
+            &c,
+            vec![
+                at("a", 3.0, &[]),
+                ("b".into(), Err("connection refused".into())),
+                at("c", 1.0, &[]),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a.value, a.pods_ok), (4.0, 2));
+        assert_eq!(a.failures, ["b: connection refused"]);
+        let e = answer(
+            &c,
+            vec![
+                ("a".into(), Err("timed out".into())),
+                ("b".into(), Err("HTTP 503".into())),
+            ],
+        )
+        .expect_err("all failed");
+        assert_eq!(
+            e,
+            NoValue::AllFailed {
+                failed: 2,
+                first: "a: timed out".into()
+            }
+        );
+        assert_eq!(answer(&c, vec![]), Err(NoValue::NoPods));
+        // A pod that answers without the engine's metrics is a failure that says so.
+        let empty = Snapshot::read(
+            &inferscale_promtext::parse(b"up 1\n").unwrap_or_else(|e| panic!("{e}")),
+            "x",
+        );
+        let e = answer(&c, vec![ok("x", empty)]).expect_err("no engine");
+        assert!(
+            e.to_string().contains("serves no inference-engine metrics"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn percentiles_cover_the_window_merged_across_pods() {
+        let mut h = History::default();
+        // Before the window: 20 slow requests (8 s) on each pod. In it: 40 fast ones on
+        // one, 18 fast, one 4 s and one 8 s on the other.
+        let before = vec![8.0; 20];
+        let mut a_now = before.clone();
+        a_now.extend([0.5; 40]);
+        let mut b_now = before.clone();
+        b_now.extend([0.5; 18]);
+        b_now.extend([4.0, 8.0]);
+        for (url, now) in [("a", &a_now), ("b", &b_now)] {
+            h.record(url, 0.0, pod_at(url, 0.0, &before), 60.0);
+            h.record(url, 70.0, pod_at(url, 0.0, now), 60.0);
+        }
+        let c = cfg(Metric::E2eP95);
+        let windowed: Vec<PodResult> = ["a", "b"]
+            .iter()
+            .map(|p| ok(p, h.windowed(p, 60.0).unwrap_or_else(|| unreachable!())))
+            .collect();
+        let w = answer(&c, windowed).unwrap_or_else(|e| panic!("{e}"));
+        // 60 in the window, 58 of them ≤ 1 s: rank 57 lies in the first bucket.
+        assert!(w.value > 0.9 && w.value <= 1.0, "{}", w.value);
+        // Over the pods' lifetimes 40 of 100 are slow: p95 in (5, 10].
+        let life = answer(&c, vec![at("a", 0.0, &a_now), at("b", 0.0, &b_now)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(life.value > 5.0 && life.value <= 10.0, "{}", life.value);
+        // Nothing finished in the window: 0, not an error.
+        let mut q = History::default();
+        q.record("a", 0.0, pod_at("a", 0.0, &[2.0]), 60.0);
+        q.record("a", 90.0, pod_at("a", 0.0, &[2.0]), 60.0);
+        let idle = answer(
+            &c,
+            vec![ok(
+                "a",
+                q.windowed("a", 60.0).unwrap_or_else(|| unreachable!()),
+            )],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(idle.value, 0.0);
+    }
+
+    #[test]
+    fn history_keeps_what_the_window_needs_and_forgets_vanished_pods() {
+        let mut h = History::default();
+        for t in 0..100 {
+            h.record("a", f64::from(t), pod(0.0, &[]), 10.0);
+        }
+        assert!(h.by_pod["a"].len() <= 12, "{}", h.by_pod["a"].len());
+        assert!(h.by_pod["a"].front().is_some_and(|(t, _)| *t <= 89.0));
+        h.record("b", 0.0, pod(0.0, &[]), 10.0);
+        h.retain(&["b"]);
+        assert_eq!(h.len(), 1);
+        assert!(h.windowed("a", 10.0).is_none());
+    }
+
+    #[test]
+    fn desired_replicas_follows_the_queue_and_the_guardrail_raises_it() {
+        assert_eq!(desired_replicas(3, 0.0, 5.0, Some((2.0, 5.0))), 0.0);
+        assert_eq!(desired_replicas(3, 11.0, 5.0, Some((2.0, 5.0))), 3.0);
+        // Latency above target: at least proportionally more than now.
+        assert_eq!(desired_replicas(3, 0.0, 5.0, Some((7.5, 5.0))), 5.0);
+        assert_eq!(desired_replicas(3, 40.0, 5.0, Some((7.5, 5.0))), 8.0);
+        let mut c = cfg(Metric::DesiredReplicas);
+        c.guardrail = Some((Metric::E2eP95, 5.0));
+        let slow = [9.0; 20];
+        let a = answer(&c, vec![at("a", 2.0, &slow), at("b", 1.0, &slow)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Queue 3 at 5 per replica: 1; p95 in (5, 10] over target 5 with 2 pods: ≥ 3.
+        assert!(a.value >= 3.0, "{}", a.value);
+    }
+}
