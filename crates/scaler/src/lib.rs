@@ -6,12 +6,14 @@
 //! - [`metadata`]: a trigger's `scalerMetadata`, read strictly (errors name the key).
 //! - [`decide`]: from the pods' scrapes to the value, with the failure semantics (some pods
 //!   failing: computed from the rest; all failing or none: an error, never a silent 0).
+//! - [`scrape`]: the pods scraped concurrently, each with a timeout, answers cached briefly.
 //!
 //! The gRPC transport, discovery through EndpointSlices and the HTTP side are the next
 //! steps (issue 13).
 
 pub mod decide;
 pub mod metadata;
+pub mod scrape;
 
 pub use decide::{Answer, History, NoValue, PodResult, answer, desired_replicas};
 pub use metadata::{Config, MetadataError, Metric, Pods};

@@ -1,0 +1,131 @@
+//! Scraping the pods for a trigger: all at once, each bounded by a timeout, through the one
+//! scrape client (`loadgen::scrape`), into each pod's [`History`]; answers are cached
+//! briefly, so that KEDA's poll and the HPA's metric fetch a moment later do not scrape
+//! twice.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use inferscale_catalog::Snapshot;
+use inferscale_loadgen::Target;
+use inferscale_loadgen::scrape::Scraper;
+use inferscale_loadgen::transport::Get;
+
+use crate::decide::{History, PodResult};
+
+/// The pods' scrapes, shared by every request of a scaler.
+#[derive(Debug)]
+pub struct Pods {
+    started: Instant,
+    timeout: Duration,
+    cache_for: Duration,
+    history: Mutex<History>,
+    last: Mutex<Option<Cached>>,
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    at: Instant,
+    urls: Vec<String>,
+    window_bits: u64,
+    results: Vec<PodResult>,
+}
+
+impl Pods {
+    /// Scrapes time out after `timeout`; answers are reused for `cache_for`.
+    pub fn new(timeout: Duration, cache_for: Duration) -> Arc<Pods> {
+        Arc::new(Pods {
+            started: Instant::now(),
+            timeout,
+            cache_for,
+            history: Mutex::new(History::default()),
+            last: Mutex::new(None),
+        })
+    }
+
+    /// Each pod's snapshot over `window_s` (or why it has none), in the order of `urls`
+    /// (base URLs; `/metrics` is scraped). Pods no longer listed are forgotten.
+    pub async fn read(self: &Arc<Self>, urls: &[String], window_s: f64) -> Vec<PodResult> {
+        if let Some(c) = self
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            && c.at.elapsed() < self.cache_for
+            && c.urls == urls
+            && c.window_bits == window_s.to_bits()
+        {
+            return c.results.clone();
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, url) in urls.iter().enumerate() {
+            let (url, timeout) = (url.clone(), self.timeout);
+            tasks.spawn(async move { (i, scrape(&url, timeout).await) });
+        }
+        let mut got: Vec<Option<Result<Snapshot, String>>> = vec![None; urls.len()];
+        while let Some(done) = tasks.join_next().await {
+            if let Ok((i, r)) = done {
+                got[i] = Some(r);
+            }
+        }
+        let now = self.started.elapsed().as_secs_f64();
+        let results: Vec<PodResult> = {
+            let mut h = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+            let live: Vec<&str> = urls.iter().map(String::as_str).collect();
+            h.retain(&live);
+            urls.iter()
+                .zip(got)
+                .map(|(url, r)| {
+                    let r = r.unwrap_or_else(|| Err("the scrape task failed".into()));
+                    let r = r.and_then(|snap| {
+                        h.record(url, now, snap, window_s);
+                        h.windowed(url, window_s)
+                            .ok_or_else(|| "no history".to_owned())
+                    });
+                    (url.clone(), r)
+                })
+                .collect()
+        };
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Cached {
+            at: Instant::now(),
+            urls: urls.to_vec(),
+            window_bits: window_s.to_bits(),
+            results: results.clone(),
+        });
+        results
+    }
+}
+
+/// One pod's `/metrics`, read as a snapshot whose series carry the pod's URL.
+async fn scrape(base: &str, timeout: Duration) -> Result<Snapshot, String> {
+    let target = Target::parse_metrics(base).map_err(|e| e.to_string())?;
+    let metrics_url = target.url.clone();
+    let mut how = Get::new(inferscale_loadgen::scrape::ACCEPT);
+    how.timeout = timeout;
+    how.max_body = 16 << 20;
+    let scraped = match tokio::time::timeout(timeout, Scraper::new(target, how).fetch()).await {
+        // The failure is reported beside the pod's URL: not a second time in the message.
+        Ok(r) => r.map_err(|e| {
+            let chain = error_chain(&e);
+            chain
+                .strip_prefix(&format!("{metrics_url}: "))
+                .map_or(chain.clone(), str::to_owned)
+        })?,
+        Err(_) => return Err(format!("no answer within {} ms", timeout.as_millis())),
+    };
+    let exp = scraped
+        .parse(None)
+        .map_err(|e| format!("unreadable exposition: {e}"))?;
+    Ok(Snapshot::read(&exp, base))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}

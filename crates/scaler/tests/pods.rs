@@ -1,0 +1,124 @@
+//! The scaler's reading of real HTTP pods: values from those that answer, failures named,
+//! and an error (never a 0) when none answers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use inferscale_scaler::scrape::Pods;
+use inferscale_scaler::{Config, NoValue, answer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// A pod serving vLLM's queue gauge at `waiting` (or, with `None`, one that accepts and
+/// never answers), on a loopback port. Aborting the task closes its port.
+async fn pod(waiting: Option<f64>) -> (String, JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!(
+        "http://{}",
+        l.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut n = 0;
+                while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                }
+                let Some(w) = waiting else {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    return;
+                };
+                let body = format!(
+                    "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{engine=\"0\",model_name=\"m\"}} {w}\n"
+                );
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    (url, task)
+}
+
+fn config(urls: &[String]) -> Config {
+    let meta: BTreeMap<String, String> = [
+        ("targets", urls.join(",")),
+        ("metric", "queue_depth".into()),
+        ("target", "5".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    Config::from_metadata(&meta, "default").unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_sums_the_pods_that_answer_and_none_answering_is_an_error() {
+    let (a, ta) = pod(Some(3.0)).await;
+    let (b, tb) = pod(Some(4.0)).await;
+    let (c, tc) = pod(Some(5.0)).await;
+    let urls = vec![a.clone(), b.clone(), c.clone()];
+    let cfg = config(&urls);
+    // No cache: every read scrapes.
+    let pods = Pods::new(Duration::from_secs(2), Duration::ZERO);
+    let got = answer(&cfg, pods.read(&urls, cfg.window_s).await).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((got.value, got.pods_ok, got.failures.len()), (12.0, 3, 0));
+
+    tb.abort();
+    let _ = tb.await;
+    let got = answer(&cfg, pods.read(&urls, cfg.window_s).await).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((got.value, got.pods_ok), (8.0, 2));
+    assert_eq!(got.failures.len(), 1);
+    assert!(got.failures[0].starts_with(&b), "{:?}", got.failures);
+
+    ta.abort();
+    tc.abort();
+    let _ = (ta.await, tc.await);
+    match answer(&cfg, pods.read(&urls, cfg.window_s).await) {
+        Err(NoValue::AllFailed { failed: 3, first }) => assert!(first.starts_with(&a), "{first}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        answer(&cfg, pods.read(&[], cfg.window_s).await),
+        Err(NoValue::NoPods)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_hangs_times_out_and_answers_are_cached_briefly() {
+    let (a, ta) = pod(Some(2.0)).await;
+    let (slow, _ts) = pod(None).await;
+    let urls = vec![a.clone(), slow.clone()];
+    let cfg = config(&urls);
+    let pods = Pods::new(Duration::from_millis(300), Duration::from_secs(60));
+    let got = answer(&cfg, pods.read(&urls, cfg.window_s).await).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((got.value, got.pods_ok), (2.0, 1));
+    assert!(
+        got.failures[0].starts_with(&slow) && got.failures[0].contains("timed out"),
+        "{:?}",
+        got.failures
+    );
+    // Within the cache's life the same answer comes back without scraping: the pod that
+    // answered is gone now, and a scrape would find no pod at all.
+    ta.abort();
+    let _ = ta.await;
+    assert_eq!(answer(&cfg, pods.read(&urls, cfg.window_s).await), Ok(got));
+    // A different set of pods is not served from the cache.
+    assert!(matches!(
+        answer(&cfg, pods.read(&urls[..1], cfg.window_s).await),
+        Err(NoValue::AllFailed { failed: 1, .. })
+    ));
+}
