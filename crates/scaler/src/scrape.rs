@@ -106,7 +106,7 @@ async fn scrape(base: &str, timeout: Duration) -> Result<Snapshot, String> {
     let scraped = match tokio::time::timeout(timeout, Scraper::new(target, how).fetch()).await {
         // The failure is reported beside the pod's URL: not a second time in the message.
         Ok(r) => r.map_err(|e| {
-            let chain = error_chain(&e);
+            let chain = inferscale_loadgen::with_causes(&e);
             chain
                 .strip_prefix(&format!("{metrics_url}: "))
                 .map_or(chain.clone(), str::to_owned)
@@ -117,15 +117,4 @@ async fn scrape(base: &str, timeout: Duration) -> Result<Snapshot, String> {
         .parse(None)
         .map_err(|e| format!("unreadable exposition: {e}"))?;
     Ok(Snapshot::read(&exp, base))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
-        s.push_str(": ");
-        s.push_str(&x.to_string());
-        src = x.source();
-    }
-    s
 }
