@@ -42,6 +42,9 @@ pub(crate) enum Command {
     /// Rehearse a ScaledObject before deploying it: traffic against simulated replicas under
     /// the HPA, KEDA, Prometheus and Karpenter, in virtual time.
     Rehearse(Box<RehearseArgs>),
+    /// Serve KEDA's external-scaler gRPC (and a metrics-api JSON) from the pods' own /metrics:
+    /// queue depth, latency percentiles, or the replica count with a latency guardrail.
+    Scaler(ScalerArgs),
     /// Evaluate PromQL over live /metrics endpoints, with no Prometheus: scrape them for a
     /// while, then print each expression's result.
     Query(QueryArgs),
@@ -432,6 +435,79 @@ pub(crate) struct QueryArgs {
     /// Body cap, token, TLS.
     #[command(flatten)]
     pub(crate) access: ScrapeAccessArgs,
+}
+
+/// `inferscale scaler`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale scaler                                      # gRPC on 127.0.0.1:6000, HTTP on :6001
+  inferscale scaler --listen 0.0.0.0:6000 --http-listen 0.0.0.0:6001   # in a pod
+  inferscale scaler --tls-cert tls.crt --tls-key tls.key
+  inferscale scaler --kube-api http://127.0.0.1:8001     # outside a cluster, via kubectl proxy
+
+What each ScaledObject asks for is in its trigger's metadata (KEDA sends it with every call):
+  triggers:
+  - type: external
+    metadata:
+      scalerAddress: inferscale-scaler.keda:6000
+      service: vllm                # pods from the Service's EndpointSlices...
+      port: \"8000\"                 # ...on this port (a number or a port name)
+      # targets: http://10.0.0.5:8000,http://10.0.0.6:8000   # ...or listed base URLs
+      metric: desired_replicas     # queue_depth, running, kv_cache_usage, ttft_p95,
+                                   # queue_time_p95, e2e_p95, desired_replicas
+      target: \"5\"                  # per replica (for desired_replicas: queue per replica)
+      latencyTarget: 10s           # desired_replicas' guardrail (latencyMetric: e2e_p95)
+      window: 60s                  # percentiles over this window
+      activationTarget: \"0\"
+
+The same keys as query parameters give the JSON of KEDA's metrics-api trigger:
+  curl '127.0.0.1:6001/api/v1/value?targets=http://127.0.0.1:8000&metric=queue_depth&target=5'
+
+Some pods failing: the value comes from the rest (inferscale_scaler_pods{state=\"failed\"} on
+/metrics says how many). No pods, or none answering: an error, so KEDA's fallback engages.")]
+pub(crate) struct ScalerArgs {
+    /// The gRPC address KEDA dials (its trigger's scalerAddress).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6000")]
+    pub(crate) listen: String,
+
+    /// The HTTP address: /metrics (the scaler's own), /healthz, /api/v1/value.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6001")]
+    pub(crate) http_listen: String,
+
+    /// Serve gRPC over TLS with this PEM certificate chain (with --tls-key); KEDA's trigger
+    /// then sets enableTLS.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
+
+    /// Give up on one pod's scrape after this long (a trigger's `timeout` overrides it).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub(crate) scrape_timeout: Duration,
+
+    /// Reuse an answer for this long, so KEDA's poll and the HPA's fetch do not scrape twice.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub(crate) cache: Duration,
+
+    /// How often StreamIsActive (trigger type external-push) re-checks; it sends changes only.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub(crate) push_every: Duration,
+
+    /// The Kubernetes API for `service` triggers. Default: in a pod, the in-cluster API with
+    /// the service account's token; elsewhere none (use `targets`).
+    #[arg(long, value_name = "URL")]
+    pub(crate) kube_api: Option<String>,
+
+    /// A file holding the bearer token for --kube-api (never on the command line).
+    #[arg(long, value_name = "PATH", requires = "kube_api")]
+    pub(crate) kube_token_file: Option<std::path::PathBuf>,
+
+    /// A PEM CA bundle that signed --kube-api's certificate.
+    #[arg(long, value_name = "PATH", requires = "kube_api")]
+    pub(crate) kube_ca_file: Option<std::path::PathBuf>,
 }
 
 /// `inferscale sim`.

@@ -83,7 +83,7 @@ pub(crate) fn scrape_access(a: &ScrapeAccessArgs, timeout: Duration) -> Result<G
 }
 
 /// A scrape's bearer token, from `--bearer-token-file`.
-fn scrape_auth(bearer_token_file: Option<&Path>) -> Result<Auth> {
+pub(crate) fn scrape_auth(bearer_token_file: Option<&Path>) -> Result<Auth> {
     match bearer_token_file {
         Some(p) => Ok(Auth::bearer(
             &read_small(p, "bearer token file")?,

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => cmd::run::run(&args),
         cli::Command::Generate(args) => cmd::generate::run(&args),
         cli::Command::Query(args) => cmd::query::run(&args),
+        cli::Command::Scaler(args) => cmd::scaler::run(&args),
         cli::Command::Rehearse(args) => cmd::rehearse::run(&args),
         cli::Command::Completions(args) => cmd::docs::completions(args.shell),
         cli::Command::Man => cmd::docs::man(),

@@ -486,50 +486,10 @@ pub enum FetchError {
 /// A `GET` with no pool, for one-off reads of any URL (a scrape, `/v1/models`, `/health`).
 pub async fn get(target: &Target, how: &Get) -> Result<Fetched, FetchError> {
     let authority = target.authority();
-    let tls = match (target.tls, &how.tls) {
-        (false, _) => None,
-        (true, Some(c)) => Some(Arc::clone(c)),
-        (true, None) => Some(crate::tls::default_config()?),
-    };
     let fut = async {
-        let stream = crate::tls::connect(&target.host, target.port, tls.as_ref())
-            .await
-            .map_err(|source| FetchError::Connect {
-                authority: authority.clone(),
-                source,
-            })?;
-        let http = |source| FetchError::Http {
-            authority: authority.clone(),
-            source,
-        };
-        let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(http)?;
-        let conn = tokio::spawn(conn);
-        let req = how
-            .auth
-            .apply(
-                http::Request::get(target.path_and_query.as_str())
-                    .header(http::header::HOST, &authority)
-                    .header(http::header::ACCEPT, &how.accept)
-                    .header(
-                        http::header::USER_AGENT,
-                        concat!("inferscale/", env!("CARGO_PKG_VERSION")),
-                    ),
-            )
-            .body(Empty::<Bytes>::new())
-            .map_err(|source| FetchError::Request {
-                authority: authority.clone(),
-                source,
-            })?;
-        let resp = s.send_request(req).await.map_err(http)?;
-        let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let body = http_body_util::Limited::new(resp.into_body(), how.max_body)
+        let mut opened = open_unbounded(target, how).await?;
+        let (status, content_type) = (opened.status, opened.content_type.clone());
+        let body = http_body_util::Limited::new(&mut opened.body, how.max_body)
             .collect()
             .await
             .map_err(|e| {
@@ -546,7 +506,7 @@ pub async fn get(target: &Target, how: &Get) -> Result<Fetched, FetchError> {
                 }
             })?
             .to_bytes();
-        conn.abort();
+        drop(opened);
         Ok(Fetched {
             status,
             body,
@@ -560,6 +520,119 @@ pub async fn get(target: &Target, how: &Get) -> Result<Fetched, FetchError> {
             after: how.timeout,
         }),
     }
+}
+
+/// A `GET` whose body is read as it comes: a stream that lasts (a Kubernetes watch). The
+/// connection closes when it is dropped.
+#[derive(Debug)]
+pub struct Opened {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Content-Type` header, when there was one.
+    pub content_type: Option<String>,
+    authority: String,
+    body: hyper::body::Incoming,
+    conn: tokio::task::JoinHandle<Result<(), hyper::Error>>,
+}
+
+impl Opened {
+    /// The body's next bytes; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, FetchError> {
+        loop {
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => {
+                    return Err(FetchError::Body {
+                        authority: self.authority.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+                Some(Ok(f)) => {
+                    if let Ok(d) = f.into_data() {
+                        return Ok(Some(d));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.conn.abort();
+    }
+}
+
+/// Opens a `GET` and waits for its headers, within `how.timeout`; the body then comes at
+/// its own pace through [`Opened::chunk`] (`how.max_body` does not apply: the reader bounds
+/// what it keeps).
+pub async fn open(target: &Target, how: &Get) -> Result<Opened, FetchError> {
+    match tokio::time::timeout(how.timeout, open_unbounded(target, how)).await {
+        Ok(r) => r,
+        Err(_) => Err(FetchError::Timeout {
+            authority: target.authority(),
+            after: how.timeout,
+        }),
+    }
+}
+
+async fn open_unbounded(target: &Target, how: &Get) -> Result<Opened, FetchError> {
+    let authority = target.authority();
+    let tls = match (target.tls, &how.tls) {
+        (false, _) => None,
+        (true, Some(c)) => Some(Arc::clone(c)),
+        (true, None) => Some(crate::tls::default_config()?),
+    };
+    let stream = crate::tls::connect(&target.host, target.port, tls.as_ref())
+        .await
+        .map_err(|source| FetchError::Connect {
+            authority: authority.clone(),
+            source,
+        })?;
+    let http = |source| FetchError::Http {
+        authority: authority.clone(),
+        source,
+    };
+    let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(http)?;
+    let conn = tokio::spawn(conn);
+    let req = how
+        .auth
+        .apply(
+            http::Request::get(target.path_and_query.as_str())
+                .header(http::header::HOST, &authority)
+                .header(http::header::ACCEPT, &how.accept)
+                .header(
+                    http::header::USER_AGENT,
+                    concat!("inferscale/", env!("CARGO_PKG_VERSION")),
+                ),
+        )
+        .body(Empty::<Bytes>::new())
+        .map_err(|source| FetchError::Request {
+            authority: authority.clone(),
+            source,
+        })?;
+    let resp = match s.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            conn.abort();
+            return Err(http(e));
+        }
+    };
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Ok(Opened {
+        status,
+        content_type,
+        authority,
+        body: resp.into_body(),
+        conn,
+    })
 }
 
 /// Why a server did not become ready.

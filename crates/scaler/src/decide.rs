@@ -44,6 +44,13 @@ impl History {
         self.by_pod.retain(|k, _| live.contains(&k.as_str()));
     }
 
+    /// Forgets pods last recorded before `t`: gone from every trigger's pods (a trigger
+    /// sees only its own, so none of them may forget another's).
+    pub fn forget_before(&mut self, t: f64) {
+        self.by_pod
+            .retain(|_, h| h.back().is_some_and(|(at, _)| *at >= t));
+    }
+
     /// The pod's last scrape as a window over (up to) `window_s`: counters and histograms
     /// as increases, gauges as they are. `None` for a pod never recorded.
     pub fn windowed(&self, pod: &str, window_s: f64) -> Option<Snapshot> {
@@ -226,6 +233,7 @@ mod tests {
             window_s: 60.0,
             engine: None,
             guardrail: None,
+            timeout_s: None,
         }
     }
 

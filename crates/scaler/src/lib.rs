@@ -7,13 +7,48 @@
 //! - [`decide`]: from the pods' scrapes to the value, with the failure semantics (some pods
 //!   failing: computed from the rest; all failing or none: an error, never a silent 0).
 //! - [`scrape`]: the pods scraped concurrently, each with a timeout, answers cached briefly.
-//!
-//! The gRPC transport, discovery through EndpointSlices and the HTTP side are the next
-//! steps (issue 13).
+//! - [`discover`]: a Service's pods from its EndpointSlices, listed then watched.
+//! - [`service`]: the four calls, and the value the HTTP side serves.
+//! - [`grpc`] and [`proto`]: gRPC over HTTP/2 and the code `build.rs` generates from the
+//!   `.proto` (messages, server trait, client).
+//! - [`http`]: `/metrics`, `/healthz` and the JSON of KEDA's `metrics-api` trigger.
+//! - [`metrics`]: the scaler's own metrics.
 
 pub mod decide;
+pub mod discover;
+pub mod grpc;
+pub mod http;
 pub mod metadata;
+pub mod metrics;
+pub mod proto;
 pub mod scrape;
+pub mod service;
 
 pub use decide::{Answer, History, NoValue, PodResult, answer, desired_replicas};
 pub use metadata::{Config, MetadataError, Metric, Pods};
+pub use service::{Options, Scaler};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Serves `scaler` over gRPC on `grpc` (TLS when `tls` is given) and over HTTP on `http`,
+/// until `shutdown` turns true; calls in flight finish.
+pub async fn run(
+    scaler: Scaler,
+    grpc: TcpListener,
+    tls: Option<grpc::Tls>,
+    http: Option<TcpListener>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let server = grpc::Server::new(proto::external_scaler::Routes(std::sync::Arc::new(
+        scaler.clone(),
+    )))
+    .tls(tls);
+    let g = server.serve(grpc, shutdown.clone());
+    match http {
+        Some(l) => {
+            tokio::join!(g, http::serve(l, scaler, shutdown));
+        }
+        None => g.await,
+    }
+}

@@ -100,6 +100,9 @@ pub struct Config {
     /// For `desired_replicas`: the latency guardrail (`latencyTarget`, seconds) and the
     /// percentile it is held against (`latencyMetric`, default `e2e_p95`).
     pub guardrail: Option<(Metric, f64)>,
+    /// How long one pod's scrape may take (`timeout`, seconds); the scaler's default when
+    /// absent.
+    pub timeout_s: Option<f64>,
 }
 
 /// A key of the metadata that cannot be used, and why.
@@ -338,9 +341,7 @@ impl Config {
                 Some((m, seconds("latencyTarget", v)?))
             }
         };
-        if let Some(v) = get("timeout") {
-            seconds("timeout", v)?;
-        }
+        let timeout_s = get("timeout").map(|v| seconds("timeout", v)).transpose()?;
         Ok(Config {
             pods,
             metric,
@@ -349,6 +350,7 @@ impl Config {
             window_s,
             engine,
             guardrail,
+            timeout_s,
         })
     }
 }

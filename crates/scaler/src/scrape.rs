@@ -3,6 +3,7 @@
 //! briefly, so that KEDA's poll and the HPA's metric fetch a moment later do not scrape
 //! twice.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,10 @@ use inferscale_loadgen::scrape::Scraper;
 use inferscale_loadgen::transport::Get;
 
 use crate::decide::{History, PodResult};
+use crate::metrics::Metrics;
+
+/// A pod no trigger has read for this long is forgotten (seconds).
+const FORGET_AFTER_S: f64 = 600.0;
 
 /// The pods' scrapes, shared by every request of a scaler.
 #[derive(Debug)]
@@ -20,47 +25,74 @@ pub struct Pods {
     timeout: Duration,
     cache_for: Duration,
     history: Mutex<History>,
-    last: Mutex<Option<Cached>>,
+    /// Answers by the pods and window asked for: triggers that read the same pods share
+    /// their scrapes.
+    cache: Mutex<HashMap<(Vec<String>, u64), Cached>>,
+    metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, Clone)]
 struct Cached {
     at: Instant,
-    urls: Vec<String>,
-    window_bits: u64,
     results: Vec<PodResult>,
 }
 
 impl Pods {
     /// Scrapes time out after `timeout`; answers are reused for `cache_for`.
     pub fn new(timeout: Duration, cache_for: Duration) -> Arc<Pods> {
+        Pods::with_metrics(timeout, cache_for, Arc::default())
+    }
+
+    /// As [`Pods::new`], counting scrapes and cache hits in `metrics`.
+    pub fn with_metrics(
+        timeout: Duration,
+        cache_for: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Pods> {
         Arc::new(Pods {
             started: Instant::now(),
             timeout,
             cache_for,
             history: Mutex::new(History::default()),
-            last: Mutex::new(None),
+            cache: Mutex::new(HashMap::new()),
+            metrics,
         })
     }
 
     /// Each pod's snapshot over `window_s` (or why it has none), in the order of `urls`
-    /// (base URLs; `/metrics` is scraped). Pods no longer listed are forgotten.
+    /// (base URLs; `/metrics` is scraped). Pods no trigger has read for ten minutes are
+    /// forgotten.
     pub async fn read(self: &Arc<Self>, urls: &[String], window_s: f64) -> Vec<PodResult> {
+        self.read_within(urls, window_s, self.timeout).await
+    }
+
+    /// As [`Pods::read`], each scrape bounded by `timeout` instead of the default.
+    pub async fn read_within(
+        self: &Arc<Self>,
+        urls: &[String],
+        window_s: f64,
+        timeout: Duration,
+    ) -> Vec<PodResult> {
+        let key = (urls.to_vec(), window_s.to_bits());
         if let Some(c) = self
-            .last
+            .cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
+            .get(&key)
             && c.at.elapsed() < self.cache_for
-            && c.urls == urls
-            && c.window_bits == window_s.to_bits()
         {
+            self.metrics.cache_hit();
             return c.results.clone();
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (i, url) in urls.iter().enumerate() {
-            let (url, timeout) = (url.clone(), self.timeout);
-            tasks.spawn(async move { (i, scrape(&url, timeout).await) });
+            let (url, metrics) = (url.clone(), Arc::clone(&self.metrics));
+            tasks.spawn(async move {
+                let t = Instant::now();
+                let r = scrape(&url, timeout).await;
+                metrics.scrape(t.elapsed().as_secs_f64(), r.is_ok());
+                (i, r)
+            });
         }
         let mut got: Vec<Option<Result<Snapshot, String>>> = vec![None; urls.len()];
         while let Some(done) = tasks.join_next().await {
@@ -71,8 +103,7 @@ impl Pods {
         let now = self.started.elapsed().as_secs_f64();
         let results: Vec<PodResult> = {
             let mut h = self.history.lock().unwrap_or_else(PoisonError::into_inner);
-            let live: Vec<&str> = urls.iter().map(String::as_str).collect();
-            h.retain(&live);
+            h.forget_before(now - FORGET_AFTER_S);
             urls.iter()
                 .zip(got)
                 .map(|(url, r)| {
@@ -86,12 +117,15 @@ impl Pods {
                 })
                 .collect()
         };
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Cached {
-            at: Instant::now(),
-            urls: urls.to_vec(),
-            window_bits: window_s.to_bits(),
-            results: results.clone(),
-        });
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.retain(|_, c| c.at.elapsed() < self.cache_for);
+        cache.insert(
+            key,
+            Cached {
+                at: Instant::now(),
+                results: results.clone(),
+            },
+        );
         results
     }
 }

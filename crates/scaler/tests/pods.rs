@@ -6,52 +6,9 @@ use std::time::Duration;
 
 use inferscale_scaler::scrape::Pods;
 use inferscale_scaler::{Config, NoValue, answer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
-/// A pod serving vLLM's queue gauge at `waiting` (or, with `None`, one that accepts and
-/// never answers), on a loopback port. Aborting the task closes its port.
-async fn pod(waiting: Option<f64>) -> (String, JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let url = format!(
-        "http://{}",
-        l.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut n = 0;
-                while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                }
-                let Some(w) = waiting else {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    return;
-                };
-                let body = format!(
-                    "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{engine=\"0\",model_name=\"m\"}} {w}\n"
-                );
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = s.write_all(head.as_bytes()).await;
-                let _ = s.write_all(body.as_bytes()).await;
-            });
-        }
-    });
-    (url, task)
-}
+mod common;
+use common::pod;
 
 fn config(urls: &[String]) -> Config {
     let meta: BTreeMap<String, String> = [

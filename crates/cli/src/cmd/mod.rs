@@ -7,6 +7,7 @@ pub(crate) mod load;
 pub(crate) mod query;
 pub(crate) mod rehearse;
 pub(crate) mod run;
+pub(crate) mod scaler;
 pub(crate) mod scrape;
 pub(crate) mod sim;
 pub(crate) mod warmup;

@@ -1,0 +1,85 @@
+//! `inferscale scaler`: KEDA's external scaler, served until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use inferscale_loadgen::tls::{TlsOptions, client_config};
+use inferscale_scaler::discover::Kube;
+use inferscale_scaler::grpc::Tls;
+use inferscale_scaler::{Options, Scaler};
+use tokio::sync::watch;
+
+use crate::cli::ScalerArgs;
+use crate::output::emit;
+
+fn address(flag: &str, v: &str, example: &str) -> Result<SocketAddr> {
+    v.parse()
+        .with_context(|| format!("{flag} {v:?} is not an address like {example}"))
+}
+
+/// The Kubernetes API the flags name, or the in-cluster one.
+fn kube(args: &ScalerArgs) -> Result<Option<Kube>> {
+    let Some(api) = &args.kube_api else {
+        return Kube::in_cluster()
+            .map_err(|e| anyhow::anyhow!("the in-cluster Kubernetes credentials: {e}"));
+    };
+    let auth = crate::credentials::scrape_auth(args.kube_token_file.as_deref())?;
+    let tls = match &args.kube_ca_file {
+        None => None,
+        Some(p) => Some(client_config(&TlsOptions {
+            ca_pem: Some((
+                p.display().to_string(),
+                crate::input::read_small_bytes(p, "CA file", 4 << 20)?,
+            )),
+            insecure: false,
+        })?),
+    };
+    Kube::new(api, auth, tls)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("--kube-api {api:?}: {e}"))
+}
+
+pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
+    let grpc = address("--listen", &args.listen, "127.0.0.1:6000")?;
+    let http = address("--http-listen", &args.http_listen, "127.0.0.1:6001")?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(Tls::from_pem_files(c, k).map_err(anyhow::Error::msg)?),
+        _ => None,
+    };
+    let kube = kube(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let g = tokio::net::TcpListener::bind(grpc)
+            .await
+            .with_context(|| format!("cannot listen on {grpc}"))?;
+        let h = tokio::net::TcpListener::bind(http)
+            .await
+            .with_context(|| format!("cannot listen on {http}"))?;
+        let (ga, ha) = (g.local_addr()?, h.local_addr()?);
+        let discovery = if kube.is_some() {
+            "service triggers find pods through EndpointSlices"
+        } else {
+            "no Kubernetes API: only targets triggers (give --kube-api, or run in a pod)"
+        };
+        emit(&format!(
+            "inferscale scaler: gRPC externalscaler.ExternalScaler on {ga}{}\n  HTTP on http://{ha}: /metrics, /healthz, /api/v1/value\n  {discovery}\n  stop with Ctrl-C\n",
+            if tls.is_some() { " (TLS)" } else { "" }
+        ))?;
+        let scaler = Scaler::new(Options {
+            scrape_timeout: args.scrape_timeout,
+            cache_for: args.cache,
+            push_every: args.push_every,
+            kube,
+        });
+        let (tx, rx) = watch::channel(false);
+        let serving = tokio::spawn(inferscale_scaler::run(scaler, g, tls, Some(h), rx));
+        crate::shutdown::signal().await;
+        let _ = tx.send(true);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), serving).await;
+        eprintln!("inferscale scaler: stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

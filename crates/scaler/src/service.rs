@@ -1,0 +1,275 @@
+//! The scaler: KEDA's four calls answered from the pods, and the same value for the HTTP
+//! side. Each call reads its trigger's `scalerMetadata` afresh (KEDA sends it whole every
+//! time), finds the pods (the listed targets, or the Service's EndpointSlices), scrapes them
+//! through the brief cache and answers.
+//!
+//! What KEDA is told when there is no value: a bad key is `InvalidArgument` naming it; no
+//! pods, or none answering, is `Unavailable`, so KEDA counts a failure and its fallback
+//! engages; a Service named without Kubernetes credentials is `FailedPrecondition`. Never
+//! a made-up 0.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::decide::{Answer, answer};
+use crate::discover::{Discovery, Kube};
+use crate::grpc::{Code, ServerStream, Status};
+use crate::metadata::{Config, Metric, Pods as Where};
+use crate::metrics::Metrics;
+use crate::proto::{
+    GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
+    MetricValue, ScaledObjectRef, external_scaler,
+};
+use crate::scrape::Pods;
+
+/// How the scaler runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// One pod's scrape, unless a trigger's `timeout` says otherwise.
+    pub scrape_timeout: Duration,
+    /// How long an answer is reused (KEDA's poll and the HPA's fetch a moment apart).
+    pub cache_for: Duration,
+    /// How often `StreamIsActive` re-checks (it sends only changes).
+    pub push_every: Duration,
+    /// The Kubernetes API, for triggers that name a `service`.
+    pub kube: Option<Kube>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            scrape_timeout: Duration::from_secs(2),
+            cache_for: Duration::from_secs(1),
+            push_every: Duration::from_secs(5),
+            kube: None,
+        }
+    }
+}
+
+/// The scaler's state, shared by its gRPC and HTTP sides.
+#[derive(Debug, Clone)]
+pub struct Scaler {
+    pods: Arc<Pods>,
+    discovery: Option<Arc<Discovery>>,
+    metrics: Arc<Metrics>,
+    options: Options,
+}
+
+/// A trigger's value, with what it stands on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// The trigger as read.
+    pub config: Config,
+    /// The value and its pods.
+    pub answer: Answer,
+}
+
+/// The external metric's name for a trigger's metric (KEDA prefixes `s<index>-`).
+pub fn metric_name(m: Metric) -> String {
+    format!("inferscale-{}", m.key().replace('_', "-"))
+}
+
+/// The HPA's target for a trigger: the queue target, except for `desired_replicas`, whose
+/// value is already a replica count (AverageValue 1 gives it back as the proposal).
+pub fn hpa_target(cfg: &Config) -> f64 {
+    match cfg.metric {
+        Metric::DesiredReplicas => 1.0,
+        _ => cfg.target,
+    }
+}
+
+/// A metric name without KEDA's `s<index>-` prefix, for a caller that kept it.
+fn strip_index(name: &str) -> &str {
+    name.strip_prefix('s')
+        .and_then(|r| r.split_once('-'))
+        .filter(|(i, _)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(name, |(_, rest)| rest)
+}
+
+fn code_name(c: Code) -> String {
+    match c {
+        Code::Ok => "OK".to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Scaler {
+    /// A scaler with `options`.
+    pub fn new(options: Options) -> Scaler {
+        let metrics = Arc::new(Metrics::default());
+        Scaler {
+            pods: Pods::with_metrics(
+                options.scrape_timeout,
+                options.cache_for,
+                Arc::clone(&metrics),
+            ),
+            discovery: options.kube.clone().map(Discovery::new),
+            metrics,
+            options,
+        }
+    }
+
+    /// The scaler's own metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The value for the trigger `meta` of ScaledObject `namespace/name`, recorded in the
+    /// scaler's metrics.
+    pub async fn value(
+        &self,
+        name: &str,
+        namespace: &str,
+        meta: &BTreeMap<String, String>,
+    ) -> Result<Value, Status> {
+        let config = Config::from_metadata(meta, namespace)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let urls = match &config.pods {
+            Where::Targets(urls) => urls.clone(),
+            Where::Service {
+                name: svc,
+                namespace: ns,
+                port,
+            } => {
+                let Some(d) = &self.discovery else {
+                    return Err(Status::new(
+                        Code::FailedPrecondition,
+                        format!(
+                            "scalerMetadata.service: finding {ns}/{svc}'s pods needs the Kubernetes API; run the scaler in a pod with a service account, give it --kube-api, or use targets"
+                        ),
+                    ));
+                };
+                d.urls(ns, svc, port).await.map_err(Status::unavailable)?
+            }
+        };
+        let timeout = config
+            .timeout_s
+            .map_or(self.options.scrape_timeout, Duration::from_secs_f64);
+        let results = self.pods.read_within(&urls, config.window_s, timeout).await;
+        let answer = answer(&config, results).map_err(|e| Status::unavailable(e.to_string()))?;
+        self.metrics.served(
+            namespace,
+            name,
+            config.metric.key(),
+            answer.value,
+            answer.pods_ok,
+            answer.failures.len(),
+        );
+        Ok(Value { config, answer })
+    }
+
+    async fn is_active_now(&self, r: &ScaledObjectRef) -> Result<bool, Status> {
+        let v = self
+            .value(&r.name, &r.namespace, &r.scaler_metadata)
+            .await?;
+        Ok(v.answer.value > v.config.activation_target)
+    }
+
+    fn record<T>(&self, method: &str, t: Instant, r: &Result<T, Status>) {
+        let code = r.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+        self.metrics
+            .call(method, &code_name(code), t.elapsed().as_secs_f64());
+    }
+}
+
+impl external_scaler::Server for Scaler {
+    async fn is_active(&self, request: ScaledObjectRef) -> Result<IsActiveResponse, Status> {
+        let t = Instant::now();
+        let r = self
+            .is_active_now(&request)
+            .await
+            .map(|result| IsActiveResponse { result });
+        self.record("IsActive", t, &r);
+        r
+    }
+
+    async fn stream_is_active(
+        &self,
+        request: ScaledObjectRef,
+    ) -> Result<ServerStream<IsActiveResponse>, Status> {
+        let t = Instant::now();
+        // Bad metadata is refused at once, not after the first tick.
+        let checked = Config::from_metadata(&request.scaler_metadata, &request.namespace)
+            .map(drop)
+            .map_err(|e| Status::invalid_argument(e.to_string()));
+        self.record("StreamIsActive", t, &checked);
+        checked?;
+        let (tx, rx) = mpsc::channel(1);
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut last = None;
+            loop {
+                // A failing check sends nothing: KEDA keeps the last state it was told.
+                if let Ok(active) = me.is_active_now(&request).await
+                    && last != Some(active)
+                {
+                    if tx
+                        .send(Ok(IsActiveResponse { result: active }))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    last = Some(active);
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(me.options.push_every) => {}
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    async fn get_metric_spec(
+        &self,
+        request: ScaledObjectRef,
+    ) -> Result<GetMetricSpecResponse, Status> {
+        let t = Instant::now();
+        let r = Config::from_metadata(&request.scaler_metadata, &request.namespace)
+            .map_err(|e| Status::invalid_argument(e.to_string()))
+            .map(|cfg| {
+                let target = hpa_target(&cfg);
+                GetMetricSpecResponse {
+                    metric_specs: vec![MetricSpec {
+                        metric_name: metric_name(cfg.metric),
+                        target_size: target.round().max(1.0) as i64,
+                        target_size_float: target,
+                    }],
+                }
+            });
+        self.record("GetMetricSpec", t, &r);
+        r
+    }
+
+    async fn get_metrics(&self, request: GetMetricsRequest) -> Result<GetMetricsResponse, Status> {
+        let t = Instant::now();
+        let r = async {
+            let so = request.scaled_object_ref.unwrap_or_default();
+            let v = self
+                .value(&so.name, &so.namespace, &so.scaler_metadata)
+                .await?;
+            let ours = metric_name(v.config.metric);
+            if !request.metric_name.is_empty() && strip_index(&request.metric_name) != ours {
+                return Err(Status::invalid_argument(format!(
+                    "metricName {:?}: this trigger serves {ours:?}",
+                    request.metric_name
+                )));
+            }
+            let value = v.answer.value;
+            Ok(GetMetricsResponse {
+                metric_values: vec![MetricValue {
+                    metric_name: ours,
+                    metric_value: value.round() as i64,
+                    metric_value_float: value,
+                }],
+            })
+        }
+        .await;
+        self.record("GetMetrics", t, &r);
+        r
+    }
+}
