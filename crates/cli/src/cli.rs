@@ -172,6 +172,20 @@ pub(crate) struct ClusterArgs {
     /// Base URL of your runbooks (adds runbook_url annotations).
     #[arg(long, value_name = "URL")]
     pub(crate) runbook_url: Option<String>,
+    /// Where the ScaledObject's values come from: prometheus (KEDA's Prometheus scaler, the
+    /// seeds' path) or external (inferscale scaler reads the pods directly; also writes
+    /// scaler.yaml).
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = ScalerArg::Prometheus)]
+    pub(crate) scaler: ScalerArg,
+}
+
+/// `--scaler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScalerArg {
+    /// KEDA's Prometheus scaler on queries of what Prometheus scraped.
+    Prometheus,
+    /// KEDA's external trigger on `inferscale scaler`.
+    External,
 }
 
 /// `inferscale generate`.
@@ -179,6 +193,9 @@ pub(crate) struct ClusterArgs {
 #[command(after_help = "\
 Writes into --out:
   scaledobject.yaml            KEDA: queue depth per pod (primary), p95 queue-time guardrail
+                               (--scaler external: one external trigger on inferscale scaler)
+  scaler.yaml                  with --scaler external: the scaler's Deployment, Service,
+                               ServiceAccount, and a Role that may only list/watch EndpointSlices
   prometheusrule.yaml          the seeds' five alerts and four more, thresholds from the run
   prometheus-rules.yaml        the same rules as a plain Prometheus rule file
   prometheusrule.test.yaml     promtool unit tests: each alert fires, and stays quiet

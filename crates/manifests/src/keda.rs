@@ -41,65 +41,10 @@ pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
     t.scale_in.for_seconds.max(o.cold_start_s).min(3600)
 }
 
-/// `scaledobject.yaml`.
+/// `scaledobject.yaml`: the seeds' path, Prometheus triggers.
 pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
     let q = t.scale_out.queue_depth_per_pod;
     let guard = t.scale_out.p95_queue_time_seconds;
-    let fallback_replicas = t
-        .peak
-        .as_ref()
-        .map_or(o.min_replicas, |p| p.replicas)
-        .clamp(o.min_replicas, o.max_replicas);
-    let down_window = scale_down_window_s(t, o);
-    let up_window = t.scale_out.for_seconds.min(3600);
-    let behavior = map(vec![
-        (
-            "scaleUp",
-            map(vec![
-                ("stabilizationWindowSeconds", i(i64::from(up_window))),
-                (
-                    "policies",
-                    Y::Seq(vec![
-                        map(vec![("type", s("Pods")), ("value", i(2)), ("periodSeconds", i(60))]),
-                        map(vec![
-                            ("type", s("Percent")),
-                            ("value", i(100)),
-                            ("periodSeconds", i(60)),
-                        ]),
-                    ]),
-                ),
-                ("selectPolicy", s("Max")),
-            ])
-            .comment(
-                "stabilizationWindowSeconds",
-                format!(
-                    "Scale out only on a proposal that held for {up_window} s (the HPA takes the lowest\nproposal of the window): the measured queue climbs from the threshold to the guardrail's\nlevel in about that time at the first saturated rate. Then add up to 2 pods or double,\nwhichever is more, per minute."
-                ),
-            ),
-        ),
-        (
-            "scaleDown",
-            map(vec![
-                ("stabilizationWindowSeconds", i(i64::from(down_window))),
-                (
-                    "policies",
-                    Y::Seq(vec![map(vec![
-                        ("type", s("Pods")),
-                        ("value", i(1)),
-                        ("periodSeconds", i(120)),
-                    ])]),
-                ),
-                ("selectPolicy", s("Min")),
-            ])
-            .comment(
-                "stabilizationWindowSeconds",
-                format!(
-                    "Scale in on the highest proposal of the last {down_window} s (the scale-in condition's\n{} s, and at least a replica's cold start of {} s, so a pod is not removed while its\nreplacement would still be loading), one pod every two minutes.",
-                    t.scale_in.for_seconds, o.cold_start_s
-                ),
-            ),
-        ),
-    ]);
     let queue_trigger = map(vec![
         ("type", s("prometheus")),
         ("name", s("queue-depth")),
@@ -153,6 +98,158 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
             fmt_num(o.slo_p95_e2e_s)
         ),
     );
+    wrap(
+        t,
+        o,
+        vec![queue_trigger, guard_trigger],
+        behavior(t, o, false),
+        "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
+    )
+}
+
+/// The external scaler's address as KEDA dials it (`inferscale scaler`'s gRPC port).
+pub fn scaler_address(o: &Options) -> String {
+    format!(
+        "{}.{}.svc:{}",
+        crate::scaler::NAME,
+        o.namespace,
+        crate::scaler::GRPC_PORT
+    )
+}
+
+/// `scaledobject.yaml` for `--scaler external`: one `external` trigger on `inferscale
+/// scaler`, which reads the pods directly and answers the replica count the queue target and
+/// the queue-time guardrail together ask for.
+pub fn external_scaled_object(t: &Thresholds, o: &Options) -> String {
+    let q = t.scale_out.queue_depth_per_pod;
+    let guard = t.scale_out.p95_queue_time_seconds;
+    let trigger = map(vec![
+        ("type", s("external")),
+        ("name", s("desired-replicas")),
+        ("metricType", s("AverageValue")),
+        (
+            "metadata",
+            map(vec![
+                ("scalerAddress", s(scaler_address(o))),
+                ("service", s(o.service.clone())),
+                ("port", s(o.service_port.0.clone())),
+                ("metric", s("desired_replicas")),
+                ("target", s(q.to_string())),
+                ("latencyMetric", s("queue_time_p95")),
+                ("latencyTarget", s(format!("{}s", fmt_num(guard)))),
+                ("window", s("2m")),
+            ])
+            .comment(
+                "service",
+                "The pods: the Service's ready endpoints, from its EndpointSlices (the scaler's Role\nmay list and watch those, nothing else).",
+            )
+            .comment(
+                "target",
+                format!(
+                    "{q} waiting requests per pod: the scaler answers max(ceil(queue / {q}), and, when the p95\nqueue time over the window is above {} s, ceil(pods x p95 / {})). The HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+                    fmt_num(guard),
+                    fmt_num(guard)
+                ),
+            ),
+        ),
+    ])
+    .comment(
+        "type",
+        "One trigger on inferscale scaler: queue depth and the queue-time guardrail read from the\npods' own /metrics at each poll, seconds fresher than a Prometheus scrape, combined\ninto the replica count. No pods, or none answering: an error, and the fallback acts.",
+    );
+    wrap(
+        t,
+        o,
+        vec![trigger],
+        behavior(t, o, true),
+        "KEDA ScaledObject for the vLLM deployment, through inferscale scaler (external trigger).",
+    )
+}
+
+/// The HPA behaviour: scale out on a held proposal, fast; scale in slowly, after a cold
+/// start. With `exact`, the scale-up tolerance is 0 (a desired-replica metric at AverageValue
+/// 1 must move the HPA by one replica, not only past 10 %).
+fn behavior(t: &Thresholds, o: &Options, exact: bool) -> Y {
+    let down_window = scale_down_window_s(t, o);
+    let up_window = t.scale_out.for_seconds.min(3600);
+    let b = map(vec![
+        (
+            "scaleUp",
+            map(vec![
+                ("stabilizationWindowSeconds", i(i64::from(up_window))),
+                (
+                    "policies",
+                    Y::Seq(vec![
+                        map(vec![("type", s("Pods")), ("value", i(2)), ("periodSeconds", i(60))]),
+                        map(vec![
+                            ("type", s("Percent")),
+                            ("value", i(100)),
+                            ("periodSeconds", i(60)),
+                        ]),
+                    ]),
+                ),
+                ("selectPolicy", s("Max")),
+            ])
+            .comment(
+                "stabilizationWindowSeconds",
+                format!(
+                    "Scale out only on a proposal that held for {up_window} s (the HPA takes the lowest\nproposal of the window): the measured queue climbs from the threshold to the guardrail's\nlevel in about that time at the first saturated rate. Then add up to 2 pods or double,\nwhichever is more, per minute."
+                ),
+            ),
+        ),
+        (
+            "scaleDown",
+            map(vec![
+                ("stabilizationWindowSeconds", i(i64::from(down_window))),
+                (
+                    "policies",
+                    Y::Seq(vec![map(vec![
+                        ("type", s("Pods")),
+                        ("value", i(1)),
+                        ("periodSeconds", i(120)),
+                    ])]),
+                ),
+                ("selectPolicy", s("Min")),
+            ])
+            .comment(
+                "stabilizationWindowSeconds",
+                format!(
+                    "Scale in on the highest proposal of the last {down_window} s (the scale-in condition's\n{} s, and at least a replica's cold start of {} s, so a pod is not removed while its\nreplacement would still be loading), one pod every two minutes.",
+                    t.scale_in.for_seconds, o.cold_start_s
+                ),
+            ),
+        ),
+    ]);
+    if !exact {
+        return b;
+    }
+    let Y::Map(mut entries) = b else { return b };
+    if let Some(e) = entries.iter_mut().find(|e| e.key == "scaleUp")
+        && let Y::Map(up) = &mut e.value
+    {
+        up.insert(
+            0,
+            crate::yaml::Entry {
+                key: "tolerance".into(),
+                value: s("0"),
+                comment: Some("desired_replicas is already a replica count: any difference from the current\ncount is a step to take (needs the HPAConfigurableTolerance gate, beta and on by\ndefault from Kubernetes 1.35; without it the cluster's 10 % applies).".into()),
+            },
+        );
+    }
+    Y::Map(entries)
+}
+
+/// A ScaledObject around `triggers`: target, bounds, fallback, behaviour.
+fn wrap(t: &Thresholds, o: &Options, triggers: Vec<Y>, behavior: Y, what: &str) -> String {
+    let failures = match o.scaler {
+        crate::ScalerKind::Prometheus => "Prometheus down, series missing",
+        crate::ScalerKind::External => "the scaler down, no pod answering",
+    };
+    let fallback_replicas = t
+        .peak
+        .as_ref()
+        .map_or(o.min_replicas, |p| p.replicas)
+        .clamp(o.min_replicas, o.max_replicas);
     let spec = map(vec![
         (
             "scaleTargetRef",
@@ -184,7 +281,7 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
                 ]),
             )]),
         ),
-        ("triggers", Y::Seq(vec![queue_trigger, guard_trigger])),
+        ("triggers", Y::Seq(triggers)),
     ])
     .comment(
         "pollingInterval",
@@ -197,7 +294,7 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
     .comment(
         "fallback",
         format!(
-            "After 3 failed queries (Prometheus down, series missing) hold at least {fallback_replicas} replica{} and\nnever fewer than are running: missing metrics must not scale in.",
+            "After 3 failed queries ({failures}) hold at least {fallback_replicas} replica{} and\nnever fewer than are running: missing metrics must not scale in.",
             if fallback_replicas == 1 { "" } else { "s" }
         ),
     );
@@ -217,11 +314,5 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
         ),
         ("spec", spec),
     ]);
-    document(
-        &crate::header(
-            t,
-            "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
-        ),
-        &y,
-    )
+    document(&crate::header(t, what), &y)
 }

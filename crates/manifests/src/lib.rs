@@ -12,6 +12,7 @@ pub mod objects;
 pub mod promql;
 pub mod readme;
 pub mod rules;
+pub mod scaler;
 pub mod validate;
 pub mod yaml;
 
@@ -56,6 +57,19 @@ pub struct Options {
     pub runbook_url: Option<String>,
     /// The GPU nodes the replicas run on (`karpenter-nodepool.yaml`).
     pub nodes: NodeOptions,
+    /// Where the ScaledObject's values come from.
+    pub scaler: ScalerKind,
+}
+
+/// The ScaledObject's source of values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScalerKind {
+    /// KEDA's Prometheus scaler (the seeds' path): queries of what Prometheus scraped.
+    #[default]
+    Prometheus,
+    /// `inferscale scaler` through KEDA's `external` trigger: the pods read directly
+    /// (`scaler.yaml` is written beside the ScaledObject).
+    External,
 }
 
 /// The GPU nodes Karpenter provisions for the replicas: what `karpenter-nodepool.yaml` asks
@@ -118,6 +132,7 @@ impl Options {
             inferscale_image: "ghcr.io/inferscale/inferscale:0.1.0".into(),
             runbook_url: None,
             nodes: NodeOptions::default(),
+            scaler: ScalerKind::Prometheus,
         }
     }
 }
@@ -563,7 +578,10 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     let mut files = vec![
         File {
             path: "scaledobject.yaml".into(),
-            contents: keda::scaled_object(t, o),
+            contents: match o.scaler {
+                ScalerKind::Prometheus => keda::scaled_object(t, o),
+                ScalerKind::External => keda::external_scaled_object(t, o),
+            },
         },
         File {
             path: "prometheusrule.yaml".into(),
@@ -602,6 +620,12 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
             contents: karpenter::node_pool_file(t, o),
         },
     ];
+    if o.scaler == ScalerKind::External {
+        files.push(File {
+            path: "scaler.yaml".into(),
+            contents: scaler::scaler_file(t, o),
+        });
+    }
     for (name, json) in grafana::dashboards(t, o) {
         files.push(File {
             path: format!("grafana/{name}"),

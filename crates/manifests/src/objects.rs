@@ -13,8 +13,14 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod access;
 mod karpenter;
 mod pod;
+
+pub use access::{
+    PolicyRule, Role, RoleBinding, RoleRef, Service, ServiceAccount, ServicePort, ServiceSpec,
+    Subject,
+};
 
 pub use karpenter::{
     After, BlockDeviceMapping, Budget, DO_NOT_DISRUPT, Disruption, EC2NodeClass, EC2NodeClassSpec,

@@ -48,7 +48,7 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         r,
         "## The files, in the order to apply them\n\n| # | file | what | apply |\n|---|---|---|---|"
     );
-    let rows = [
+    let mut rows = vec![
         (
             "karpenter-nodepool.yaml",
             "The Karpenter NodePool and EC2NodeClass the GPU nodes come from (see *GPU nodes* below). Fill in the EC2NodeClass's role and `${CLUSTER_NAME}` first; skip it if your cluster has a GPU NodePool, but compare its disruption settings with these.",
@@ -95,6 +95,21 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             "`kubectl -n {ns} create -f warmup-job.yaml`",
         ),
     ];
+    if o.scaler == crate::ScalerKind::External {
+        let at = rows
+            .iter()
+            .position(|r| r.0 == "scaledobject.yaml")
+            .unwrap_or(0);
+        rows[at].1 = "KEDA scales the Deployment through `inferscale scaler`: one external trigger, the replicas the queue and the queue-time guardrail ask for, read from the pods directly.";
+        rows.insert(
+            at,
+            (
+                "scaler.yaml",
+                "`inferscale scaler` (Deployment, Service on 6000 gRPC / 6001 HTTP), its ServiceAccount and a Role that may only list and watch EndpointSlices.",
+                "`kubectl apply -f scaler.yaml`",
+            ),
+        );
+    }
     for (i, (f, what, how)) in rows.iter().enumerate() {
         let fill = |s: &str| {
             s.replace("{svc}", &o.service)

@@ -409,6 +409,20 @@ pub fn keda_rules(so: &Value, out: &mut Vec<Finding>) {
                 "remove useCachedMetrics",
             ));
         }
+        if ty == "external" || ty == "external-push" {
+            let addr = t["metadata"]["scalerAddress"].as_str().unwrap_or("");
+            let port_ok = addr
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !port_ok {
+                out.push(Finding::error(
+                    "keda.external-address",
+                    format!("{p}.metadata.scalerAddress"),
+                    format!("{addr:?} is not host:port"),
+                    "set scalerAddress to the scaler's Service and gRPC port, e.g. inferscale-scaler.llm.svc:6000",
+                ));
+            }
+        }
         if ty == "prometheus" {
             let md = &t["metadata"];
             for key in ["serverAddress", "query", "threshold"] {
@@ -557,9 +571,89 @@ pub fn keda_rules(so: &Value, out: &mut Vec<Finding>) {
     }
 }
 
-/// Every problem with one Kubernetes object: schema (when we carry its CRD), names, KEDA's
-/// rules for ScaledObjects and the CRDs' CEL rules for Karpenter's NodePools and
-/// EC2NodeClasses. All are errors: the cluster would refuse the object.
+/// Verbs Kubernetes' authorizer knows (`*` is all of them).
+const RBAC_VERBS: [&str; 13] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "use",
+    "bind",
+    "escalate",
+    "impersonate",
+    "*",
+];
+
+/// Kubernetes' own kinds, read into the typed objects (fields and types as the published
+/// schema has them); RBAC rules checked for verbs that do not exist.
+fn kubernetes_types(api: &str, kind: &str, doc: &Value, out: &mut Vec<Finding>) {
+    use crate::objects::{Deployment, Job, Role, RoleBinding, Service, ServiceAccount};
+    fn read<T: serde::de::DeserializeOwned>(
+        doc: &Value,
+        kind: &str,
+        out: &mut Vec<Finding>,
+    ) -> Option<T> {
+        match serde_path_to_error::deserialize::<_, T>(doc.clone()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                out.push(Finding::error(
+                    "k8s.schema",
+                    e.path()
+                        .to_string()
+                        .trim_start_matches('.')
+                        .replace(".?", ""),
+                    e.inner().to_string(),
+                    format!("make it match the {kind} schema"),
+                ));
+                None
+            }
+        }
+    }
+    match (api, kind) {
+        ("v1", "ServiceAccount") => drop(read::<ServiceAccount>(doc, kind, out)),
+        ("v1", "Service") => drop(read::<Service>(doc, kind, out)),
+        ("apps/v1", "Deployment") => drop(read::<Deployment>(doc, kind, out)),
+        ("batch/v1", "Job") => drop(read::<Job>(doc, kind, out)),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+            drop(read::<RoleBinding>(doc, kind, out))
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => {
+            let Some(role) = read::<Role>(doc, kind, out) else {
+                return;
+            };
+            for (i, r) in role.rules.iter().enumerate() {
+                for v in &r.verbs {
+                    if !RBAC_VERBS.contains(&v.as_str()) {
+                        out.push(Finding::error(
+                            "rbac.verb",
+                            format!("rules[{i}].verbs"),
+                            format!("{v:?} is not a Kubernetes verb"),
+                            format!("use {}", RBAC_VERBS.join(", ")),
+                        ));
+                    }
+                }
+                if r.verbs.is_empty() {
+                    out.push(Finding::error(
+                        "rbac.verb",
+                        format!("rules[{i}].verbs"),
+                        "empty: the rule allows nothing",
+                        "name the verbs, or remove the rule",
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every problem with one Kubernetes object: schema (a CRD's, or for Kubernetes' own kinds
+/// the typed objects), names, KEDA's rules for ScaledObjects, RBAC verbs, and the CRDs' CEL
+/// rules for Karpenter's NodePools and EC2NodeClasses. All are errors: the cluster would
+/// refuse the object.
 pub fn object(doc: &Value) -> Vec<Finding> {
     let mut out = Vec::new();
     let api = doc["apiVersion"].as_str().unwrap_or("");
@@ -619,6 +713,7 @@ pub fn object(doc: &Value) -> Vec<Finding> {
     if kind == "ScaledObject" {
         keda_rules(doc, &mut out);
     }
+    kubernetes_types(api, kind, doc, &mut out);
     if matches!(
         (api, kind),
         ("karpenter.sh/v1", "NodePool") | ("karpenter.k8s.aws/v1", "EC2NodeClass")

@@ -87,6 +87,10 @@ fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Opti
         inferscale_image: c.inferscale_image.clone(),
         runbook_url: c.runbook_url.clone(),
         nodes: inferscale_manifests::NodeOptions::default(),
+        scaler: match c.scaler {
+            crate::cli::ScalerArg::Prometheus => inferscale_manifests::ScalerKind::Prometheus,
+            crate::cli::ScalerArg::External => inferscale_manifests::ScalerKind::External,
+        },
     })
 }
 

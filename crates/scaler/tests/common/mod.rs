@@ -29,9 +29,14 @@ pub async fn pod(waiting: Option<f64>) -> (String, JoinHandle<()>) {
 
 /// As [`pod`], with the gauge's handle.
 pub async fn settable_pod(waiting: Option<f64>) -> (String, JoinHandle<()>, Gauge) {
-    let l = TcpListener::bind("127.0.0.1:0")
+    pod_at("127.0.0.1:0", waiting).await
+}
+
+/// As [`settable_pod`], on `addr` (another loopback address, a given port).
+pub async fn pod_at(addr: &str, waiting: Option<f64>) -> (String, JoinHandle<()>, Gauge) {
+    let l = TcpListener::bind(addr)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{addr}: {e}"));
     let url = format!(
         "http://{}",
         l.local_addr().unwrap_or_else(|e| panic!("{e}"))
