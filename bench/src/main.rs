@@ -9,6 +9,9 @@
 //! `sim-capacity` drives the simulator's `instant` profile with thousands of concurrent
 //! streams (`bench/sim-capacity.sh`).
 //!
+//! `scaler-latency` and `scaler-freshness` measure `inferscale scaler` over 200 simulated pods,
+//! beside a real Prometheus (`bench/scaler.sh`).
+//!
 //! `loadgen` runs `inferscale load`, k6 and GuideLLM at rising constant rates against the
 //! simulator and judges each by the arrival times in the simulator's access log
 //! (`bench/loadgen.sh`).
@@ -22,6 +25,7 @@ use serde_json::json;
 
 mod guidellm;
 mod loadgen;
+mod scaler;
 mod sim_capacity;
 
 /// One measurement.
@@ -286,6 +290,8 @@ fn main() -> std::process::ExitCode {
         Some("parse") => parse_bench(&args[1..]),
         Some("sim-capacity") => sim_capacity::run(&args[1..]),
         Some("loadgen") => loadgen::run(&args[1..]),
+        Some("scaler-latency") => scaler::latency(&args[1..]),
+        Some("scaler-freshness") => scaler::freshness(&args[1..]),
         _ => Err("usage: inferscale-bench parse [--python PATH] [--seconds S]\n       inferscale-bench sim-capacity --addr HOST:PORT [--streams N] [--tokens T] [--pid PID]".to_owned()),
     };
     match result {

@@ -34,6 +34,7 @@
 //! ```
 
 mod error;
+mod filter;
 mod float;
 mod histogram;
 mod model;
@@ -42,6 +43,7 @@ mod strict;
 mod write;
 
 pub use error::ParseError;
+pub use filter::retain_families;
 pub use float::{FloatStyle, format_float, write_float};
 pub use histogram::{
     Bucket, Histogram, LabeledHistogram, QuantileResult, counter_delta, histograms,

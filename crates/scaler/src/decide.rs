@@ -19,6 +19,9 @@ use inferscale_catalog::{Engine, Signal, Snapshot};
 
 use crate::metadata::{Config, Metric};
 
+/// The closest two kept snapshots of a pod may be, seconds.
+const MIN_SPACING_S: f64 = 0.5;
+
 /// Recent snapshots of each pod, by its URL.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -32,6 +35,14 @@ impl History {
         let h = self.by_pod.entry(pod.to_owned()).or_default();
         if h.back().is_some_and(|(last, _)| *last > t) {
             h.clear(); // The clock went back: start again rather than mix orders.
+        }
+        // Kept snapshots are at least a thirtieth of the window apart (the latest always
+        // replaces a newer one), so a pod's history holds some 32 whatever the poll rate,
+        // and a window starts within that spacing of where it should.
+        let spacing = (window_s / 30.0).max(MIN_SPACING_S);
+        let n = h.len();
+        if n >= 2 && h.get(n - 2).is_some_and(|(t2, _)| t - *t2 < spacing) {
+            h.pop_back();
         }
         h.push_back((t, snap));
         while h.len() > 1 && h.get(1).is_some_and(|(t1, _)| *t1 <= t - window_s) {
@@ -120,6 +131,17 @@ fn signal_of(m: Metric) -> Signal {
     }
 }
 
+/// The signals a trigger reads: its metric's, and its guardrail's.
+pub fn signals(cfg: &Config) -> Vec<Signal> {
+    let mut v = vec![signal_of(cfg.metric)];
+    if let Some((m, _)) = cfg.guardrail
+        && !v.contains(&signal_of(m))
+    {
+        v.push(signal_of(m));
+    }
+    v
+}
+
 /// Whether the pod's snapshot can serve `cfg`, or what it lacks.
 fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
     match cfg.engine {
@@ -131,11 +153,7 @@ fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
         }
         _ => {}
     }
-    let mut need = vec![signal_of(cfg.metric)];
-    if let Some((m, _)) = cfg.guardrail {
-        need.push(signal_of(m));
-    }
-    for sig in need {
+    for sig in signals(cfg) {
         if !s.has(sig) {
             return Err(format!("has no {} ({})", sig.label(), sig.key()));
         }
@@ -380,6 +398,22 @@ mod tests {
         h.retain(&["b"]);
         assert_eq!(h.len(), 1);
         assert!(h.windowed("a", 10.0).is_none());
+    }
+
+    #[test]
+    fn a_fast_poll_keeps_a_bounded_history_and_the_window_still_spans_its_length() {
+        let mut h = History::default();
+        // 10 polls a second for 5 minutes, a request finishing at each (latency 2 s).
+        let mut e2e = Vec::new();
+        for i in 0..3_000 {
+            e2e.push(2.0);
+            h.record("p", f64::from(i) * 0.1, pod_at("p", 0.0, &e2e), 60.0);
+        }
+        let kept = h.by_pod["p"].len();
+        assert!(kept <= 33, "{kept} snapshots kept");
+        let w = h.windowed("p", 60.0).unwrap_or_else(|| panic!("no window"));
+        let span = w.window_seconds.unwrap_or(0.0);
+        assert!((60.0..=62.0).contains(&span), "window of {span} s");
     }
 
     #[test]

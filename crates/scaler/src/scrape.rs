@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use inferscale_catalog::Snapshot;
+use inferscale_catalog::{Signal, Snapshot, names_for};
 use inferscale_loadgen::Target;
 use inferscale_loadgen::scrape::Scraper;
 use inferscale_loadgen::transport::Get;
+use inferscale_promtext::{ParseOptions, parse_with, retain_families};
 
 use crate::decide::{History, PodResult};
 use crate::metrics::Metrics;
@@ -27,7 +28,7 @@ pub struct Pods {
     history: Mutex<History>,
     /// Answers by the pods and window asked for: triggers that read the same pods share
     /// their scrapes.
-    cache: Mutex<HashMap<(Vec<String>, u64), Cached>>,
+    cache: Mutex<HashMap<(Vec<String>, u64, Vec<Signal>), Cached>>,
     metrics: Arc<Metrics>,
 }
 
@@ -62,18 +63,24 @@ impl Pods {
     /// Each pod's snapshot over `window_s` (or why it has none), in the order of `urls`
     /// (base URLs; `/metrics` is scraped). Pods no trigger has read for ten minutes are
     /// forgotten.
+    ///
+    /// Every signal is read; [`Pods::read_within`] reads only some.
     pub async fn read(self: &Arc<Self>, urls: &[String], window_s: f64) -> Vec<PodResult> {
-        self.read_within(urls, window_s, self.timeout).await
+        self.read_within(urls, window_s, self.timeout, &Signal::ALL)
+            .await
     }
 
-    /// As [`Pods::read`], each scrape bounded by `timeout` instead of the default.
+    /// As [`Pods::read`], each scrape bounded by `timeout` instead of the default, and only
+    /// the families of `signals` parsed (a pod's other sixty-odd families are skipped
+    /// before parsing, which is most of a scrape's cost).
     pub async fn read_within(
         self: &Arc<Self>,
         urls: &[String],
         window_s: f64,
         timeout: Duration,
+        signals: &[Signal],
     ) -> Vec<PodResult> {
-        let key = (urls.to_vec(), window_s.to_bits());
+        let key = (urls.to_vec(), window_s.to_bits(), signals.to_vec());
         if let Some(c) = self
             .cache
             .lock()
@@ -84,12 +91,19 @@ impl Pods {
             self.metrics.cache_hit();
             return c.results.clone();
         }
+        let names: Arc<Vec<&'static str>> = Arc::new(
+            signals
+                .iter()
+                .flat_map(|s| names_for(*s).map(|n| n.name))
+                .collect(),
+        );
         let mut tasks = tokio::task::JoinSet::new();
         for (i, url) in urls.iter().enumerate() {
-            let (url, metrics) = (url.clone(), Arc::clone(&self.metrics));
+            let (url, metrics, names) =
+                (url.clone(), Arc::clone(&self.metrics), Arc::clone(&names));
             tasks.spawn(async move {
                 let t = Instant::now();
-                let r = scrape(&url, timeout).await;
+                let r = scrape(&url, timeout, &names).await;
                 metrics.scrape(t.elapsed().as_secs_f64(), r.is_ok());
                 (i, r)
             });
@@ -130,8 +144,9 @@ impl Pods {
     }
 }
 
-/// One pod's `/metrics`, read as a snapshot whose series carry the pod's URL.
-async fn scrape(base: &str, timeout: Duration) -> Result<Snapshot, String> {
+/// One pod's `/metrics`, the families named `names` read as a snapshot whose series carry
+/// the pod's URL.
+async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapshot, String> {
     let target = Target::parse_metrics(base).map_err(|e| e.to_string())?;
     let metrics_url = target.url.clone();
     let mut how = Get::new(inferscale_loadgen::scrape::ACCEPT);
@@ -147,8 +162,14 @@ async fn scrape(base: &str, timeout: Duration) -> Result<Snapshot, String> {
         })?,
         Err(_) => return Err(format!("no answer within {} ms", timeout.as_millis())),
     };
-    let exp = scraped
-        .parse(None)
-        .map_err(|e| format!("unreadable exposition: {e}"))?;
+    let kept = retain_families(&scraped.body, names);
+    let exp = parse_with(
+        &kept,
+        ParseOptions {
+            format: Some(scraped.format()),
+            strict: false,
+        },
+    )
+    .map_err(|e| format!("unreadable exposition: {e}"))?;
     Ok(Snapshot::read(&exp, base))
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::decide::{Answer, answer};
+use crate::decide::{Answer, answer, signals};
 use crate::discover::{Discovery, Kube};
 use crate::grpc::{Code, ServerStream, Status};
 use crate::metadata::{Config, Metric, Pods as Where};
@@ -148,7 +148,10 @@ impl Scaler {
         let timeout = config
             .timeout_s
             .map_or(self.options.scrape_timeout, Duration::from_secs_f64);
-        let results = self.pods.read_within(&urls, config.window_s, timeout).await;
+        let results = self
+            .pods
+            .read_within(&urls, config.window_s, timeout, &signals(&config))
+            .await;
         let answer = answer(&config, results).map_err(|e| Status::unavailable(e.to_string()))?;
         self.metrics.served(
             namespace,
