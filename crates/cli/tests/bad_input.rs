@@ -614,6 +614,49 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             &["sim", "--served-model-name", ""],
             "served-model-name",
         ),
+        // The external scaler.
+        case(
+            "addresses are addresses",
+            &["scaler", "--listen", "localhost"],
+            "--listen \"localhost\" is not an address",
+        ),
+        case(
+            "TLS needs both files",
+            &["scaler", "--tls-cert", "cert.pem"],
+            "--tls-key",
+        ),
+        with_file(
+            case(
+                "a key that is not a key is named",
+                &[
+                    "scaler",
+                    "--tls-cert",
+                    "c.pem",
+                    "--tls-key",
+                    "c.pem",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--http-listen",
+                    "127.0.0.1:0",
+                ],
+                "c.pem: ",
+            ),
+            "c.pem",
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        ),
+        case(
+            "the Kubernetes API is a URL",
+            &[
+                "scaler",
+                "--kube-api",
+                "kubernetes.default.svc",
+                "--listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ],
+            "--kube-api \"kubernetes.default.svc\"",
+        ),
         // query.
         case(
             "queries are checked first",
