@@ -28,9 +28,12 @@ pub struct Pods {
     history: Mutex<History>,
     /// Answers by the pods and window asked for: triggers that read the same pods share
     /// their scrapes.
-    cache: Mutex<HashMap<(Vec<String>, u64, Vec<Signal>), Cached>>,
+    cache: Mutex<HashMap<CacheKey, Cached>>,
     metrics: Arc<Metrics>,
 }
+
+/// The pods (base URLs), the window (its bits) and the signals read.
+type CacheKey = (Vec<String>, u64, Vec<Signal>);
 
 #[derive(Debug, Clone)]
 struct Cached {

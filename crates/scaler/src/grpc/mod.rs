@@ -3,7 +3,7 @@
 //!
 //! The messages, the server trait and the client come from `proto/externalscaler.proto`
 //! through `build.rs` ([`crate::proto`]); this module is what they run on: the protobuf
-//! encoding ([`wire`]), the length-prefixed message framing, the server ([`serve`]) and the
+//! encoding ([`wire`]), the length-prefixed message framing, the server ([`Server`]) and the
 //! client ([`Channel`]), both over hyper's HTTP/2.
 
 pub mod wire;
