@@ -36,6 +36,9 @@ use common::pod_at;
 struct Api {
     slices: BTreeMap<String, Value>,
     rv: u64,
+    /// Every event sent, with its resourceVersion: a watch from version V is sent those
+    /// after V first, as the API server does.
+    events: Vec<(u64, String)>,
     watchers: Vec<mpsc::UnboundedSender<Bytes>>,
     /// Each request's path and query, and its Authorization header.
     requests: Vec<(String, String)>,
@@ -68,6 +71,7 @@ impl Api {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let line = format!("{}\n", json!({"type": kind, "object": obj}));
+        self.events.push((self.rv, line.clone()));
         self.watchers
             .retain(|w| w.send(Bytes::from(line.clone())).is_ok());
     }
@@ -141,6 +145,17 @@ async fn handle(req: Request<Incoming>, api: Shared) -> Response<AnyBody> {
     }
     if pq.contains("watch=true") {
         let (tx, rx) = mpsc::unbounded_channel();
+        let from: u64 = pq
+            .split("resourceVersion=")
+            .nth(1)
+            .and_then(|v| v.split('&').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        for (rv, line) in &a.events {
+            if *rv > from {
+                let _ = tx.send(Bytes::from(line.clone()));
+            }
+        }
         a.watchers.push(tx);
         return Response::new(Lines(rx).boxed());
     }
