@@ -26,9 +26,12 @@ fn background_load(
             std::thread::spawn(move || {
                 let mut n = 0u32;
                 while !stop.load(Ordering::Relaxed) {
+                    // Each thread's lengths are offset, so the threads do not finish (and
+                    // reconnect) in step: a gauge of running requests then dips by one at a
+                    // time, not all at once between two of Prometheus' scrapes.
                     let body = format!(
                         "{{\"model\":\"m\",\"prompt\":\"hello {i} {n}\",\"max_tokens\":{}}}",
-                        16 + (n % 48)
+                        48 + ((n as usize + i * 13) % 48)
                     );
                     if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
                         let _ = write!(
@@ -266,7 +269,15 @@ fn query_on_the_simulator_agrees_with_prometheus_scraping_it() {
                 .windows(2)
                 .map(|w| (w[0] - w[1]).abs())
                 .fold(0.0, f64::max);
-            let margin = step + share * hi.abs() + 1e-9;
+            // The running count of a closed loop dips by one at each request's boundary (the
+            // next one connects and is scheduled a few ms later): a sample taken between
+            // Prometheus' may catch a dip theirs did not, so it is allowed one request.
+            let boundary = if expr.contains("num_requests_running") {
+                1.0
+            } else {
+                0.0
+            };
+            let margin = step.max(boundary) + share * hi.abs() + 1e-9;
             assert!(
                 *v >= lo - margin && *v <= hi + margin,
                 "{expr} {k}: ours {v}, Prometheus {lo}..{hi} around t (margin {margin})"
