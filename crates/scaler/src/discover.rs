@@ -82,25 +82,15 @@ impl Kube {
         Kube::new(&format!("https://{host}:{port}"), auth, Some(tls)).map(Some)
     }
 
-    fn get(&self, path: &str, timeout: Duration) -> (Target, Get) {
-        let target = Target::parse(&format!("{}{path}", self.base));
+    fn get(&self, path: &str, timeout: Duration) -> Result<(Target, Get), String> {
+        let url = format!("{}{path}", self.base);
+        let target = Target::parse(&url).map_err(|e| e.to_string())?;
         let mut how = Get::new("application/json");
         how.auth = self.auth.clone();
         how.tls = self.tls.clone();
         how.timeout = timeout;
         how.max_body = 64 << 20;
-        // The base was checked in `new`; a path of ours cannot make it unparsable.
-        (target.unwrap_or_else(|_| unreachable_target()), how)
-    }
-}
-
-fn unreachable_target() -> Target {
-    Target {
-        url: "http://127.0.0.1:9/".into(),
-        tls: false,
-        host: "127.0.0.1".into(),
-        port: 9,
-        path_and_query: "/".into(),
+        Ok((target, how))
     }
 }
 
@@ -279,7 +269,7 @@ fn slice_of(v: &Value) -> Option<(String, Slice)> {
 
 /// The list's slices and its `resourceVersion`.
 async fn list(kube: &Kube, namespace: &str, service: &str) -> Result<(Slices, String), String> {
-    let (target, how) = kube.get(&selector_path(namespace, service), Duration::from_secs(10));
+    let (target, how) = kube.get(&selector_path(namespace, service), Duration::from_secs(10))?;
     let got = transport::get(&target, &how)
         .await
         .map_err(|e| inferscale_loadgen::with_causes(&e))?;
@@ -336,7 +326,10 @@ async fn watch_once(
         selector_path(namespace, service),
         encode(rv)
     );
-    let (target, how) = kube.get(&path, Duration::from_secs(10));
+    let (target, how) = match kube.get(&path, Duration::from_secs(10)) {
+        Ok(g) => g,
+        Err(e) => return WatchEnd::Relist(e),
+    };
     let mut opened = match transport::open(&target, &how).await {
         Ok(o) => o,
         Err(e) => return WatchEnd::Relist(inferscale_loadgen::with_causes(&e)),
