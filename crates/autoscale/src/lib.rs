@@ -12,6 +12,9 @@
 //! - [`keda`]: KEDA's operator and metrics server (§2): the ScaledObject read with KEDA's
 //!   defaults and refusals, polling, activation, cooldown, fallback, `useCachedMetrics`,
 //!   `scalingModifiers` (whose formulas [`formula`] parses).
+//! - [`alerts`]: alerting rules evaluated as Prometheus' rule manager does (an instance per
+//!   series, pending, firing after `for`, `keep_firing_for`), read from a PrometheusRule or
+//!   rule file; the rehearsal and `inferscale monitor` share it.
 //! - [`cluster`]: pods and GPU nodes: Karpenter's provisioning, image pulls, model load,
 //!   warm-up, drain on scale-in, consolidation, GPU-hours.
 //! - [`traffic`]: the offered rate (a CSV trace or a pattern) and its seeded arrivals.
@@ -22,6 +25,7 @@
 //! Time is seconds as `f64` from the start; nothing reads a clock, and the same seed gives
 //! the same result.
 
+pub mod alerts;
 pub mod cluster;
 pub mod formula;
 pub mod hpa;

@@ -22,11 +22,13 @@ use std::cell::RefCell;
 use inferscale_catalog::vllm::{self, EngineHistogram};
 use inferscale_engine::fleet::{Fleet, Notice, Observer, Replica, Routing, drive};
 use inferscale_engine::{EngineConfig, RequestSpec};
-use inferscale_promql::{Evaluator, Labels, Query, Store, Value};
+use inferscale_promql::{Evaluator, Labels, Store};
 use inferscale_promtext::Exposition;
 use inferscale_rng::{Rng, mix};
 use serde::Serialize;
 
+pub use crate::alerts::AlertRule;
+use crate::alerts::{Alerts, Change};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::hpa::{Decision, Replicas};
 use crate::keda::{Fetch, Keda, KedaSpec, MetricType, PollAction, fetch};
@@ -53,17 +55,6 @@ pub trait Exporters {
         keep: &dyn Fn(&str) -> bool,
         out: &mut dyn FnMut(Job, &Exposition<'_>),
     );
-}
-
-/// One alerting rule of a PrometheusRule.
-#[derive(Debug, Clone)]
-pub struct AlertRule {
-    /// `alert`.
-    pub name: String,
-    /// `expr`.
-    pub query: Query,
-    /// `for`, seconds.
-    pub for_s: f64,
 }
 
 /// Everything about a rehearsal but the ScaledObject and the traffic.
@@ -339,13 +330,6 @@ impl Requests {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum AlertState {
-    Inactive,
-    Pending(f64),
-    Firing(usize),
-}
-
 const SCRAPE: usize = 0;
 const RULES: usize = 1;
 const POLL: usize = 2;
@@ -353,7 +337,6 @@ const SYNC: usize = 3;
 const ROW: usize = 4;
 
 struct Control<'a> {
-    setup: &'a Setup,
     traffic: &'a Traffic,
     keda: Keda,
     cluster: Cluster,
@@ -368,7 +351,10 @@ struct Control<'a> {
     period: [f64; 5],
     timeline: Vec<Row>,
     events: Vec<ScaleEvent>,
-    alert_state: Vec<AlertState>,
+    /// The rules' instances, as Prometheus' rule manager keeps them.
+    rule_state: Alerts,
+    /// Per rule, the span it is firing in (any instance firing), by index into `alerts`.
+    open_span: Vec<Option<usize>>,
     alerts: Vec<AlertSpan>,
     last_values: Vec<Option<f64>>,
     /// The triggers' values at a time, until the next scrape changes what they read (KEDA's
@@ -500,39 +486,27 @@ impl Control<'_> {
 
     fn rules(&mut self, t: f64) {
         let ev = Evaluator::new(&self.store);
-        for (i, rule) in self.setup.rules.iter().enumerate() {
-            let on = match ev.eval(&rule.query, Self::ms(t)) {
-                Ok(Value::Vector(v)) => !v.is_empty(),
-                Ok(Value::Scalar(v)) => !v.is_nan(),
-                _ => false,
-            };
-            self.alert_state[i] = match (self.alert_state[i], on) {
-                (AlertState::Inactive, true) if rule.for_s <= 0.0 => {
+        let at = Self::ms(t);
+        let changes = self.rule_state.step(t, |q| ev.eval(q, at));
+        // A rule's span: from the first of its instances to fire until none is firing.
+        for c in changes {
+            let firing = self.rule_state.state(c.rule).firing();
+            match (c.change, self.open_span[c.rule]) {
+                (Change::Firing, None) => {
                     self.alerts.push(AlertSpan {
-                        name: rule.name.clone(),
-                        pending_s: t,
+                        name: self.rule_state.rules()[c.rule].name.clone(),
+                        pending_s: c.active_at,
                         fired_s: t,
                         resolved_s: None,
                     });
-                    AlertState::Firing(self.alerts.len() - 1)
+                    self.open_span[c.rule] = Some(self.alerts.len() - 1);
                 }
-                (AlertState::Inactive, true) => AlertState::Pending(t),
-                (AlertState::Pending(since), true) if t - since >= rule.for_s => {
-                    self.alerts.push(AlertSpan {
-                        name: rule.name.clone(),
-                        pending_s: since,
-                        fired_s: t,
-                        resolved_s: None,
-                    });
-                    AlertState::Firing(self.alerts.len() - 1)
-                }
-                (AlertState::Firing(k), false) => {
+                (Change::Resolved, Some(k)) if !firing => {
                     self.alerts[k].resolved_s = Some(t);
-                    AlertState::Inactive
+                    self.open_span[c.rule] = None;
                 }
-                (s @ (AlertState::Pending(_) | AlertState::Firing(_)), true) => s,
-                (_, false) => AlertState::Inactive,
-            };
+                _ => {}
+            }
         }
     }
 
@@ -585,11 +559,10 @@ impl Control<'_> {
         let queue = fleet.waiting();
         self.unrouted += req.unrouted_row;
         let firing = self
-            .alert_state
+            .rule_state
             .iter()
-            .zip(&self.setup.rules)
-            .filter(|(s, _)| matches!(s, AlertState::Firing(_)))
-            .map(|(_, r)| r.name.clone())
+            .filter(|(_, s)| s.firing())
+            .map(|(r, _)| r.name.clone())
             .collect();
         self.timeline.push(Row {
             time_s: t,
@@ -759,7 +732,6 @@ pub fn rehearse(
         })
         .collect();
     let mut control = Control {
-        setup,
         traffic,
         keda: Keda::new(keda.clone(), 0.0),
         cluster,
@@ -773,7 +745,8 @@ pub fn rehearse(
         period: periods,
         timeline: Vec::new(),
         events: Vec::new(),
-        alert_state: vec![AlertState::Inactive; setup.rules.len()],
+        rule_state: Alerts::new(setup.rules.clone()),
+        open_span: vec![None; setup.rules.len()],
         alerts: Vec::new(),
         last_values: vec![None; keda.triggers.len()],
         live_at: None,

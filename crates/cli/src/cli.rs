@@ -48,6 +48,12 @@ pub(crate) enum Command {
     /// Evaluate PromQL over live /metrics endpoints, with no Prometheus: scrape them for a
     /// while, then print each expression's result.
     Query(QueryArgs),
+    /// The three metric tiers and the alert rules' states, live in the terminal: from the
+    /// pods' /metrics directly or from a Prometheus.
+    Monitor(Box<MonitorArgs>),
+    /// The production-readiness checklist (the seeds' eleven checks and more) against the
+    /// server, its Prometheus, the manifests and an inferscale run's folder.
+    Check(Box<CheckArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
     #[command(after_help = "\
 Examples:
@@ -454,6 +460,250 @@ pub(crate) struct QueryArgs {
     pub(crate) access: ScrapeAccessArgs,
 }
 
+/// `inferscale monitor`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale sim & inferscale monitor                    # the simulator on :8000, no flags needed
+  inferscale monitor --url 'http://10.0.0.5:8000#pod=vllm-0' --url 'http://10.0.0.6:8000#pod=vllm-1' \\
+      --dcgm-url http://10.0.0.5:9400 --rules inferscale-out/manifests/prometheusrule.yaml --namespace llm
+  inferscale monitor --prometheus http://127.0.0.1:9090 --namespace llm --selector 'model_name=\"ministral\"'
+  inferscale monitor --once --for 15s                    # one frame as text, for scripts
+  inferscale monitor --json --duration 10m > monitor.jsonl   # a JSON line per refresh
+
+Tier 1 (service): queue, running, req/s, 5xx error rate, TTFT / TPOT / end-to-end p50-p95-p99
+over --window, with sparklines. Tier 2 (engine): KV-cache usage, preemptions/s, prompt and
+generated tokens/s, tokens per step. Tier 3 (GPU, DCGM): utilisation, memory-copy utilisation,
+framebuffer used/total, power, temperature, single-bit ECC. Then one row per replica, and the
+alert rules (those `inferscale generate` writes, or any PrometheusRule or rule file) with their
+state: inactive, pending (and when it fires), firing (and for how long), per series, evaluated
+as Prometheus evaluates them. A value the source lacks is shown as '-', never as 0.
+
+With --url the pods are scraped every --refresh, as Prometheus scrapes them (their series get
+the labels namespace=--namespace, job=--job, pod and instance, so the generated rules match);
+a pod that stops answering is shown DOWN with the reason, and comes back when it answers. With
+--prometheus the same PromQL is asked of its HTTP API (the rules' states are first replayed
+over their `for`, so an alert already firing shows as firing).
+
+Keys: q / Esc / Ctrl-C quit · p or space pause · Tab or 1, 2, 3: overview, replicas, alerts.")]
+pub(crate) struct MonitorArgs {
+    /// A pod's metrics URL (repeatable; /metrics when no path); `URL#k=v,k=v` sets that
+    /// target's labels (pod=NAME names the replica). Default: http://127.0.0.1:8000, where
+    /// `inferscale sim` listens.
+    #[arg(long = "url", value_name = "URL", conflicts_with = "prometheus")]
+    pub(crate) urls: Vec<String>,
+
+    /// A DCGM exporter's metrics URL (repeatable), for the GPU tier.
+    #[arg(long = "dcgm-url", value_name = "URL", conflicts_with = "prometheus")]
+    pub(crate) dcgm_urls: Vec<String>,
+
+    /// Read everything from this Prometheus (its HTTP API) instead of scraping the pods.
+    #[arg(long, value_name = "URL")]
+    pub(crate) prometheus: Option<String>,
+
+    /// The alert rules: a PrometheusRule or a plain rule file. Default:
+    /// inferscale-out/manifests/prometheusrule.yaml when it exists.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) rules: Option<std::path::PathBuf>,
+
+    /// The namespace label of the deployment's series (set on the pods' series when
+    /// scraping them; selected on when reading a Prometheus).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub(crate) namespace: String,
+
+    /// The job label of the pods' targets (the Service's name, as the Prometheus operator
+    /// sets it); the VLLMTargetDown rule and the replicas' `up` select on it.
+    #[arg(long, value_name = "NAME", default_value = "vllm")]
+    pub(crate) job: String,
+
+    /// More label matchers for the engine's series, PromQL syntax without braces
+    /// (model_name="m").
+    #[arg(long, value_name = "MATCHERS")]
+    pub(crate) selector: Option<String>,
+
+    /// Label matchers for the GPU exporter's series, PromQL syntax without braces.
+    #[arg(long, value_name = "MATCHERS")]
+    pub(crate) dcgm_selector: Option<String>,
+
+    /// The label that names a replica.
+    #[arg(long, value_name = "NAME", default_value = "pod")]
+    pub(crate) replica_label: String,
+
+    /// The window of rates and percentiles.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub(crate) window: Duration,
+
+    /// How often to read and redraw (and, for the pods, to scrape).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub(crate) refresh: Duration,
+
+    /// Print one frame as text and exit (after reading for --for).
+    #[arg(long)]
+    pub(crate) once: bool,
+
+    /// With --once: how long to read before printing (rates need two scrapes at least).
+    #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) collect: Duration,
+
+    /// With --once: the view to print (overview, replicas, alerts).
+    #[arg(long, value_enum, default_value_t = ViewArg::Overview)]
+    pub(crate) view: ViewArg,
+
+    /// With --once: the frame's width in columns (default: the terminal's, or 120).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(40..=1000))]
+    pub(crate) width: Option<u16>,
+
+    /// Print each refresh as one JSON line instead of drawing (with --once: one object).
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Stop after this long (live or --json).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) duration: Option<Duration>,
+
+    /// Give up on one scrape or query after this long.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+
+    /// Body cap, token, TLS.
+    #[command(flatten)]
+    pub(crate) access: ScrapeAccessArgs,
+}
+
+/// A monitor view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ViewArg {
+    /// The three tiers, replicas and alerts.
+    Overview,
+    /// The replicas.
+    Replicas,
+    /// The alert rules and their instances.
+    Alerts,
+}
+
+/// `inferscale check`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale check --run-dir inferscale-out                      # the files of an inferscale run
+  inferscale check --url http://vllm.llm:8000 --dcgm-url http://node:9400 \\
+      --prometheus http://prometheus:9090 --namespace llm --manifests k8s/ --run-dir inferscale-out
+  inferscale check --run-dir inferscale-out --format junit > readiness.xml   # for CI
+  inferscale check --manifests k8s/ --skip 2,3 --fail-on warn
+
+The checks, by stable id (the seeds' eleven, then three an SRE adds):
+   1 metrics-exposed              --url's /metrics serves the required vLLM families; warns on
+                                  dashboards and rules still on deprecated names
+   2 prometheus-scrapes           --prometheus has the pods (job=--job, namespace=--namespace) up
+   3 dcgm-exporter                --dcgm-url (or Prometheus) serves DCGM_FI_DEV_GPU_UTIL
+   4 dashboards                   Grafana dashboards cover the three tiers, on served names
+   5 alerts                       the five alerts present, valid (promtool check rules when
+                                  installed), and loaded and healthy in --prometheus
+   6 scaledobject                 a ScaledObject valid against KEDA's CRD and webhook rules
+   7 do-not-disrupt               karpenter.sh/do-not-disrupt: \"true\" on the pod template
+   8 saturation-measured          thresholds.json from a load test that found the saturation
+   9 warmup-gates-readiness       the readiness probe waits for the warm-up
+  10 vllm-memory                  gpu_memory_utilization <= 0.9 (0.85 advised) and max_model_len
+                                  set below the model's maximum (from the manifests and the
+                                  live server)
+  11 scale-cycle                  a completed scale-out -> scale-in: rehearsal.json, or
+                                  observed in --prometheus over --observe
+  12 queries-read-served-metrics  every alert and panel reads metrics --url serves
+  13 max-replicas-carry-peak      maxReplicaCount >= the replicas thresholds.json's peak needs
+  14 triggers-one-series          each Prometheus trigger returns exactly one series
+
+A check whose input is not given is skipped. Manifests are every YAML and JSON file under
+--manifests (default: --run-dir's manifests/), recognised by what they hold: ScaledObjects,
+PrometheusRules and rule files, Grafana dashboards, Deployments, patches of them, JSON patches
+of their args, Jobs. Exit 1 when a check fails (or warns, with --fail-on warn).")]
+pub(crate) struct CheckArgs {
+    /// The vLLM server or Service (its API base URL; /metrics and /v1/models are read).
+    #[arg(long, value_name = "URL")]
+    pub(crate) url: Option<String>,
+
+    /// A DCGM exporter's metrics URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) dcgm_url: Option<String>,
+
+    /// The Prometheus that scrapes the deployment (its HTTP API).
+    #[arg(long, value_name = "URL")]
+    pub(crate) prometheus: Option<String>,
+
+    /// A folder of manifests (default: RUN_DIR/manifests).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) manifests: Option<std::path::PathBuf>,
+
+    /// An `inferscale run` output folder (thresholds.json, rehearsal.json, manifests/).
+    /// Default: ./inferscale-out when it exists.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) run_dir: Option<std::path::PathBuf>,
+
+    /// The namespace label of the deployment's series.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub(crate) namespace: String,
+
+    /// The job label of the vLLM pods' targets (the Service's name).
+    #[arg(long, value_name = "NAME", default_value = "vllm")]
+    pub(crate) job: String,
+
+    /// The vLLM container's name in the pod template.
+    #[arg(long, value_name = "NAME", default_value = "vllm")]
+    pub(crate) container: String,
+
+    /// How far back to look in Prometheus for a scale-out -> scale-in cycle (check 11).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+    pub(crate) observe: Duration,
+
+    /// Checks to skip, by id or name (repeatable, or comma-separated).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
+    pub(crate) skip: Vec<String>,
+
+    /// What makes the exit code 1: a failed check, or a warning too.
+    #[arg(long, value_enum, default_value_t = FailOnArg::Fail)]
+    pub(crate) fail_on: FailOnArg,
+
+    /// The output: a table, JSON, or JUnit XML.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    pub(crate) format: CheckFormat,
+
+    /// Same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub(crate) json: bool,
+
+    /// Give up on one read after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+
+    /// A file holding --url's API key (vLLM's --api-key), for /v1/models. Default: the
+    /// OPENAI_API_KEY environment variable, when set; never on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) api_key_file: Option<std::path::PathBuf>,
+
+    /// Body cap, token, TLS for the metrics endpoints and Prometheus.
+    #[command(flatten)]
+    pub(crate) access: ScrapeAccessArgs,
+}
+
+/// `--fail-on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FailOnArg {
+    /// A failed check.
+    Fail,
+    /// A failed check or a warning.
+    Warn,
+}
+
+/// `--format` of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CheckFormat {
+    /// A table.
+    Human,
+    /// JSON.
+    Json,
+    /// JUnit XML.
+    Junit,
+}
+
 /// `inferscale scaler`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -630,7 +880,8 @@ pub(crate) struct SimArgs {
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]
     pub(crate) max_body: usize,
 
-    /// The Hostname label of the DCGM metrics.
+    /// The Hostname label of the DCGM metrics (with --replicas > 1, each replica is a node of
+    /// its own: NAME-0, NAME-1, …).
     #[arg(long, value_name = "NAME", default_value = "inferscale-sim")]
     pub(crate) hostname: String,
 

@@ -9,6 +9,7 @@ mod credentials;
 mod exit;
 mod input;
 mod job;
+mod labels;
 mod output;
 mod shutdown;
 mod units;
@@ -28,6 +29,8 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => cmd::run::run(&args),
         cli::Command::Generate(args) => cmd::generate::run(&args),
         cli::Command::Query(args) => cmd::query::run(&args),
+        cli::Command::Monitor(args) => cmd::monitor::run(&args),
+        cli::Command::Check(args) => cmd::check::run(&args),
         cli::Command::Scaler(args) => cmd::scaler::run(&args),
         cli::Command::Rehearse(args) => cmd::rehearse::run(&args),
         cli::Command::Completions(args) => cmd::docs::completions(args.shell),

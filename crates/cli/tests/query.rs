@@ -6,50 +6,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{inferscale, sim, stderr, stdout, tmp};
+use common::{background_load, inferscale, sim, stderr, stdout, tmp};
 use inferscale_testkit::{http_get, urlencode};
 
 /// Closed-loop clients the simulator is loaded with while both sides scrape it.
 const LOAD_THREADS: usize = 4;
-
-/// Closed-loop requests from `threads` threads until `stop`.
-fn background_load(
-    addr: &str,
-    threads: usize,
-    stop: &Arc<AtomicBool>,
-) -> Vec<std::thread::JoinHandle<()>> {
-    (0..threads)
-        .map(|i| {
-            let addr = addr.to_owned();
-            let stop = Arc::clone(stop);
-            std::thread::spawn(move || {
-                let mut n = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    // Each thread's lengths are offset, so the threads do not finish (and
-                    // reconnect) in step: a gauge of running requests then dips by one at a
-                    // time, not all at once between two of Prometheus' scrapes.
-                    let body = format!(
-                        "{{\"model\":\"m\",\"prompt\":\"hello {i} {n}\",\"max_tokens\":{}}}",
-                        48 + ((n as usize + i * 13) % 48)
-                    );
-                    if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
-                        let _ = write!(
-                            s,
-                            "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = s.read_to_end(&mut Vec::new());
-                    }
-                    n += 1;
-                }
-            })
-        })
-        .collect()
-}
 
 /// `labels → value` of one `/api/v1/query` answer, as text.
 fn results(v: &serde_json::Value) -> BTreeMap<String, f64> {
@@ -132,7 +96,7 @@ fn query_on_the_simulator_agrees_with_prometheus_scraping_it() {
         .trim_end_matches("/metrics")
         .to_owned();
     let stop = Arc::new(AtomicBool::new(false));
-    let load = background_load(&addr, LOAD_THREADS, &stop);
+    let load = background_load(&addr, "m", LOAD_THREADS, &stop);
     let dir = tmp("query", "prometheus");
     let config = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{addr}']\n        labels: {{namespace: llm, pod: vllm-0}}\n      - targets: ['{dcgm}']\n        labels: {{namespace: llm}}\n"

@@ -19,6 +19,7 @@ pub mod auth;
 pub use inferscale_workload::{prompt, record, schedule, threshold};
 pub mod discover;
 pub mod plan;
+pub mod prometheus;
 pub mod report;
 pub mod run;
 pub mod sampler;

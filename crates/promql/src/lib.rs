@@ -190,6 +190,141 @@ pub fn api_json(result: &Result<Value, EvalError>, t: i64) -> serde_json::Value 
     json!({"status": "success", "data": {"resultType": v.kind(), "result": result}})
 }
 
+/// Why an `/api/v1/query` answer could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// Prometheus answered `"status": "error"`.
+    #[error("Prometheus refused the query ({kind}): {message}")]
+    Refused {
+        /// `errorType` (`bad_data`, `execution`, `timeout`, …).
+        kind: String,
+        /// `error`.
+        message: String,
+    },
+    /// The answer is not shaped as the API documents it.
+    #[error("not a Prometheus API answer: {0}")]
+    Shape(String),
+}
+
+/// A result as Prometheus' `/api/v1/query` (or `/api/v1/query_range`) answered it: the
+/// reverse of [`api_json`]. Liberal where harmless (extra fields, `warnings`, numbers written
+/// as numbers); strict where it matters (the status, the result type, every value).
+///
+/// ```
+/// use inferscale_promql::{from_api_json, Value};
+/// let answer = serde_json::json!({"status": "success", "data": {"resultType": "vector",
+///     "result": [{"metric": {"pod": "a"}, "value": [1700000000.5, "3"]}]}});
+/// let Ok(Value::Vector(v)) = from_api_json(&answer) else { panic!() };
+/// assert_eq!((v[0].labels.get("pod"), v[0].value), ("a", 3.0));
+/// ```
+pub fn from_api_json(answer: &serde_json::Value) -> Result<Value, ApiError> {
+    let shape = |m: &str| ApiError::Shape(m.to_owned());
+    match answer.get("status").and_then(|s| s.as_str()) {
+        Some("success") => {}
+        Some("error") => {
+            let text = |k: &str| {
+                answer
+                    .get(k)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            return Err(ApiError::Refused {
+                kind: text("errorType"),
+                message: text("error"),
+            });
+        }
+        _ => return Err(shape("no \"status\" of success or error")),
+    }
+    let data = answer.get("data").ok_or_else(|| shape("no \"data\""))?;
+    let result = data
+        .get("result")
+        .ok_or_else(|| shape("no \"data.result\""))?;
+    let point = |p: &serde_json::Value| -> Result<(f64, f64), ApiError> {
+        let pair = p
+            .as_array()
+            .filter(|a| a.len() == 2)
+            .ok_or_else(|| shape("a value is not a [time, \"value\"] pair"))?;
+        let t = pair[0]
+            .as_f64()
+            .ok_or_else(|| shape("a value's time is not a number"))?;
+        let v = match &pair[1] {
+            serde_json::Value::String(s) => parse_value(s),
+            n => n.as_f64(),
+        }
+        .ok_or_else(|| shape(&format!("{} is not a sample value", pair[1])))?;
+        Ok((t, v))
+    };
+    let metric = |s: &serde_json::Value| -> Result<Labels, ApiError> {
+        let m = s
+            .get("metric")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| shape("a series has no \"metric\" object"))?;
+        let mut l = Labels::default();
+        for (k, v) in m {
+            let v = v
+                .as_str()
+                .ok_or_else(|| shape(&format!("label {k} is not a string")))?;
+            l.set(k.clone(), v.to_owned());
+        }
+        Ok(l)
+    };
+    let list = || {
+        result
+            .as_array()
+            .ok_or_else(|| shape("\"data.result\" is not a list"))
+    };
+    match data.get("resultType").and_then(|t| t.as_str()) {
+        Some("scalar") => Ok(Value::Scalar(point(result)?.1)),
+        Some("string") => Ok(Value::String(
+            result
+                .get(1)
+                .and_then(|s| s.as_str())
+                .ok_or_else(|| shape("a string result is not [time, \"text\"]"))?
+                .to_owned(),
+        )),
+        Some("vector") => Ok(Value::Vector(
+            list()?
+                .iter()
+                .map(|s| {
+                    Ok(Sample {
+                        labels: metric(s)?,
+                        value: point(
+                            s.get("value")
+                                .ok_or_else(|| shape("a sample has no \"value\""))?,
+                        )?
+                        .1,
+                    })
+                })
+                .collect::<Result<_, ApiError>>()?,
+        )),
+        Some("matrix") => Ok(Value::Matrix(
+            list()?
+                .iter()
+                .map(|s| {
+                    let points = s
+                        .get("values")
+                        .and_then(|v| v.as_array())
+                        .ok_or_else(|| shape("a series has no \"values\" list"))?
+                        .iter()
+                        .map(|p| {
+                            point(p).map(|(t, v)| Point {
+                                t: (t * 1000.0).round() as i64,
+                                v,
+                            })
+                        })
+                        .collect::<Result<_, ApiError>>()?;
+                    Ok(Series {
+                        labels: metric(s)?,
+                        points,
+                    })
+                })
+                .collect::<Result<_, ApiError>>()?,
+        )),
+        other => Err(shape(&format!("unknown resultType {other:?}"))),
+    }
+}
+
 /// `s` as a PromQL double-quoted string (a label matcher's value): `\\`, `"` and every
 /// control character escaped, so that no value, however odd, can end the string or the
 /// query early. The one escaping path for values that reach PromQL (and promtool's series
@@ -244,6 +379,44 @@ mod tests {
             let again = Query::parse(&parsed.to_string()).unwrap();
             assert_eq!(parsed, again, "{q} → {parsed}");
         }
+    }
+
+    #[test]
+    fn api_answers_read_back_what_api_json_writes() {
+        let mut store = Store::new();
+        for (t, v) in [(0, 1.0), (15_000, 2.0), (30_000, f64::NAN)] {
+            store
+                .push(Labels::new([("__name__", "m"), ("pod", "a\"b")]), t, v)
+                .unwrap();
+        }
+        let ev = Evaluator::new(&store);
+        for q in ["m", "m[1m]", "scalar(m)", "sum(m)", "\"text\""] {
+            let r = ev.eval(&Query::parse(q).unwrap(), 30_000);
+            let back = from_api_json(&api_json(&r, 30_000)).unwrap();
+            // NaN != NaN: compare as Prometheus would print them.
+            assert_eq!(
+                api_json(&Ok(back), 30_000).to_string(),
+                api_json(&r, 30_000).to_string(),
+                "{q}"
+            );
+        }
+        let refused =
+            serde_json::json!({"status": "error", "errorType": "bad_data", "error": "parse error"});
+        assert_eq!(
+            from_api_json(&refused).unwrap_err().to_string(),
+            "Prometheus refused the query (bad_data): parse error"
+        );
+        let odd = serde_json::json!({"status": "success", "warnings": ["x"], "data": {"resultType": "vector",
+            "result": [{"metric": {}, "value": [1, 2]}]}});
+        assert!(matches!(from_api_json(&odd), Ok(Value::Vector(v)) if v[0].value == 2.0));
+        let bad = serde_json::json!({"status": "success", "data": {"resultType": "vector",
+            "result": [{"metric": {}, "value": [1, "abc"]}]}});
+        assert!(
+            from_api_json(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("\"abc\"")
+        );
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub struct SimConfig {
     pub show_deprecated_metrics: bool,
     /// Request bodies above this many bytes are refused with 413.
     pub max_body_bytes: usize,
-    /// The `Hostname` label of the DCGM endpoint.
+    /// The `Hostname` label of the DCGM endpoint (`-<index>` added with several replicas).
     pub hostname: String,
     /// Where to write the access log (one JSON line per request), if anywhere.
     pub access_log: Option<PathBuf>,
@@ -166,6 +166,7 @@ impl Sim {
                 clock,
                 load_time,
                 access.clone(),
+                replicas.max(1),
             )));
         }
         let plan = plan.ok_or(SimError::NoReplica)?;

@@ -46,6 +46,10 @@ pub(crate) struct Replica {
     pub(crate) load_time: f64,
     pub(crate) created_unix: f64,
     pub(crate) access: Option<Arc<AccessLog>>,
+    /// The DCGM endpoint's `Hostname`: each replica is a GPU node of its own, so with
+    /// several replicas each gets `-<index>` (a fleet's GPUs are told apart by host, as the
+    /// generated GPUMemoryCritical alert and the monitor's GPU rows group them).
+    pub(crate) hostname: String,
     keys: AtomicU64,
     http: Mutex<HttpStats>,
     dcgm: Mutex<DcgmState>,
@@ -59,11 +63,18 @@ impl Replica {
         clock: Clock,
         load_time: f64,
         access: Option<Arc<AccessLog>>,
+        replicas: usize,
     ) -> Self {
         let created_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
+        let hostname = if replicas > 1 {
+            format!("{}-{index}", cfg.hostname)
+        } else {
+            cfg.hostname.clone()
+        };
         Replica {
+            hostname,
             index,
             cfg,
             engine,
@@ -387,7 +398,7 @@ async fn dcgm_metrics(r: &Replica) -> Response<Body> {
     let body = match r.dcgm.lock() {
         Ok(mut d) => {
             d.collect(&snap, &r.cfg.engine.gpu);
-            d.render(&r.cfg.engine, &r.cfg.hostname, r.cfg.engine.seed, r.index)
+            d.render(&r.cfg.engine, &r.hostname, r.cfg.engine.seed, r.index)
         }
         Err(_) => String::new(),
     };

@@ -1,9 +1,11 @@
 //! One module per subcommand; each resolves its flags and calls into the libraries.
 
 pub(crate) mod analyze;
+pub(crate) mod check;
 pub(crate) mod docs;
 pub(crate) mod generate;
 pub(crate) mod load;
+pub(crate) mod monitor;
 pub(crate) mod query;
 pub(crate) mod rehearse;
 pub(crate) mod run;

@@ -13,6 +13,7 @@ use inferscale_promql::{
 
 use crate::cli::QueryArgs;
 use crate::exit;
+use crate::labels::label;
 use crate::output::emit;
 use crate::units::format_duration;
 
@@ -20,26 +21,6 @@ use crate::units::format_duration;
 struct Scrapee {
     scraper: Scraper,
     labels: Labels,
-}
-
-/// `k=v`, naming what was wrong.
-fn label(pair: &str, context: &str) -> Result<(String, String)> {
-    let Some((k, v)) = pair.split_once('=') else {
-        bail!("{context}: {pair:?} is not a label (expected name=value)");
-    };
-    let valid = |s: &str| {
-        s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    if !valid(k) || k.starts_with("__") {
-        bail!(
-            "{context}: {k:?} is not a label name (letters, digits and _, not starting with a \
-             digit or __)"
-        );
-    }
-    Ok((k.to_owned(), v.to_owned()))
 }
 
 /// A manifest or dashboard is a few megabytes at most.

@@ -7,8 +7,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result, anyhow, bail};
 use inferscale_autoscale::keda::KedaSpec;
 use inferscale_autoscale::rehearse::{AlertRule, Outcome};
-use inferscale_manifests::objects::{self, PrometheusRule, RuleFile, ScaledObject};
-use inferscale_promql::Query;
+use inferscale_manifests::objects::{self, ScaledObject};
 use inferscale_sim::FleetExporters;
 
 use crate::input::{cap, read_text};
@@ -107,59 +106,23 @@ pub(crate) fn read_scaledobject(path: &Path) -> Result<KedaSpec> {
 }
 
 /// Reads the alerting rules of a PrometheusRule or a plain rule file: each rule's query and
-/// `for`, and the first group's own interval if it has one.
+/// `for`, and the first group's own interval if it has one; a refusal names the field and its
+/// line.
 pub(crate) fn read_rules(path: &Path) -> Result<(Vec<AlertRule>, Option<f64>)> {
     let text = read_text(path, "the rule file", cap::SMALL)?;
-    let (file, prefix) = match objects::load::<PrometheusRule>(&text) {
-        Ok(r) if r.kind == "PrometheusRule" => (r.spec, "spec.groups"),
-        _ => (
-            objects::load::<RuleFile>(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?,
-            "groups",
-        ),
-    };
-    let mut rules = Vec::new();
-    let mut interval = None;
-    for (g, group) in file.groups.iter().enumerate() {
-        if interval.is_none()
-            && let Some(i) = &group.interval
-        {
-            let p = format!("{prefix}[{g}].interval");
-            interval = Some(
-                inferscale_catalog::units::parse_duration(i)
-                    .map_err(|e| anyhow!("{}: {}: {e}", path.display(), at_line(&text, &p)))?
-                    .as_secs_f64(),
-            );
+    let set = inferscale_autoscale::alerts::read_rules(&text).map_err(|e| {
+        if e.path.is_empty() {
+            anyhow!("{}: {}", path.display(), e.message)
+        } else {
+            anyhow!(
+                "{}: {}: {}",
+                path.display(),
+                at_line(&text, &e.path),
+                e.message
+            )
         }
-        for (r, rule) in group.rules.iter().enumerate() {
-            let Some(name) = &rule.alert else { continue };
-            let p = format!("{prefix}[{g}].rules[{r}]");
-            let query = Query::parse(&rule.expr).map_err(|e| {
-                anyhow!(
-                    "{}: {}: {e}",
-                    path.display(),
-                    at_line(&text, &format!("{p}.expr"))
-                )
-            })?;
-            let for_s = match &rule.for_ {
-                None => 0.0,
-                Some(f) => inferscale_catalog::units::parse_duration(f)
-                    .map_err(|e| {
-                        anyhow!(
-                            "{}: {}: {e}",
-                            path.display(),
-                            at_line(&text, &format!("{p}.for"))
-                        )
-                    })?
-                    .as_secs_f64(),
-            };
-            rules.push(AlertRule {
-                name: name.clone(),
-                query,
-                for_s,
-            });
-        }
-    }
-    Ok((rules, interval))
+    })?;
+    Ok((set.rules, set.interval_s))
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {

@@ -4,8 +4,11 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The binary under test.
 pub(crate) fn inferscale() -> Command {
@@ -45,6 +48,8 @@ pub(crate) struct Sim {
     pub(crate) url: String,
     /// The DCGM exporter's `/metrics` URL, with `--dcgm-listen`.
     pub(crate) dcgm: Option<String>,
+    /// With `--replicas N`: every replica's URL and DCGM URL, in order.
+    pub(crate) replicas: Vec<(String, Option<String>)>,
 }
 
 /// Starts `inferscale sim ARGS` with `envs` and waits until it serves.
@@ -59,27 +64,30 @@ pub(crate) fn sim_with_env(args: &[&str], envs: &[(&str, &str)]) -> Sim {
     }
     let mut child = cmd.spawn().unwrap();
     let out = child.stdout.take().unwrap();
-    let mut url = None;
-    let mut dcgm = None;
+    let mut replicas = Vec::new();
     for line in BufReader::new(out).lines() {
         let line = line.unwrap();
-        if url.is_none()
-            && let Some(rest) = line.trim().strip_prefix("serving ")
-        {
-            url = rest.split_whitespace().next().map(str::to_owned);
-            dcgm = rest
+        if let Some(rest) = line.trim().strip_prefix("serving ") {
+            let url = rest.split_whitespace().next().map(str::to_owned);
+            let dcgm = rest
                 .split_once("DCGM ")
                 .and_then(|(_, d)| d.split_whitespace().next())
                 .map(str::to_owned);
+            replicas.push((url.expect("a serving line names its URL"), dcgm));
         }
         if line.contains("stop with Ctrl-C") {
             break;
         }
     }
+    let (url, dcgm) = replicas
+        .first()
+        .cloned()
+        .expect("the simulator says where it serves");
     Sim {
         child: Reap(child),
-        url: url.expect("the simulator says where it serves"),
+        url,
         dcgm,
+        replicas,
     }
 }
 
@@ -110,4 +118,41 @@ impl Sim {
 /// Starts `inferscale sim ARGS` and waits until it serves.
 pub(crate) fn sim(args: &[&str]) -> Sim {
     sim_with_env(args, &[])
+}
+
+/// Closed-loop requests for `model` from `threads` threads until `stop`.
+pub(crate) fn background_load(
+    addr: &str,
+    model: &str,
+    threads: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..threads)
+        .map(|i| {
+            let addr = addr.to_owned();
+            let model = model.to_owned();
+            let stop = Arc::clone(stop);
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    // Each thread's lengths are offset, so the threads do not finish (and
+                    // reconnect) in step: a gauge of running requests then dips by one at a
+                    // time, not all at once between two of Prometheus' scrapes.
+                    let body = format!(
+                        "{{\"model\":\"{model}\",\"prompt\":\"hello {i} {n}\",\"max_tokens\":{}}}",
+                        48 + ((n as usize + i * 13) % 48)
+                    );
+                    if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+                        let _ = write!(
+                            s,
+                            "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = s.read_to_end(&mut Vec::new());
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect()
 }

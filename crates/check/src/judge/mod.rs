@@ -1,0 +1,77 @@
+//! The checks, each a pure function of the [`Evidence`]: the seeds' eleven, then the ones an
+//! SRE adds. Each says pass, warn, fail or skipped, why, and the fix (the file and the field
+//! to change, or the command to run).
+//!
+//! - [`names`]: how a query's metric names stand against current vLLM (the catalog);
+//! - [`live`]: the checks on the running server, its exporter and its Prometheus (1–3, 12, 14);
+//! - [`files`]: the checks on the manifests (4–7, 9, 13);
+//! - [`deploy`]: the measurement and the deployment's settings and history (8, 10, 11).
+
+mod deploy;
+mod files;
+mod live;
+mod names;
+
+use crate::evidence::Evidence;
+use crate::{Check, Outcome, Status};
+
+use deploy::{saturation_measured, scale_cycle, vllm_memory};
+use files::{
+    alerts, dashboards, do_not_disrupt, max_replicas_carry_peak, scaled_object,
+    warmup_gates_readiness,
+};
+use live::{
+    dcgm_exporter, metrics_exposed, prometheus_scrapes, queries_read_served_metrics,
+    triggers_one_series,
+};
+
+/// Every check, in id order.
+pub fn judge(e: &Evidence) -> Vec<Outcome> {
+    vec![
+        metrics_exposed(e),
+        prometheus_scrapes(e),
+        dcgm_exporter(e),
+        dashboards(e),
+        alerts(e),
+        scaled_object(e),
+        do_not_disrupt(e),
+        saturation_measured(e),
+        warmup_gates_readiness(e),
+        vllm_memory(e),
+        scale_cycle(e),
+        queries_read_served_metrics(e),
+        max_replicas_carry_peak(e),
+        triggers_one_series(e),
+    ]
+}
+
+pub(super) fn pass(c: Check, reason: impl Into<String>) -> Outcome {
+    Outcome::new(c, Status::Pass, reason.into(), None)
+}
+
+pub(super) fn warn(c: Check, reason: impl Into<String>, fix: impl Into<String>) -> Outcome {
+    Outcome::new(c, Status::Warn, reason.into(), Some(fix.into()))
+}
+
+pub(super) fn fail(c: Check, reason: impl Into<String>, fix: impl Into<String>) -> Outcome {
+    Outcome::new(c, Status::Fail, reason.into(), Some(fix.into()))
+}
+
+pub(super) fn skipped(c: Check, reason: impl Into<String>) -> Outcome {
+    Outcome::new(c, Status::Skipped, reason.into(), None)
+}
+
+pub(super) fn short(list: &[String], n: usize) -> String {
+    let mut s = list.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if list.len() > n {
+        s.push_str(&format!(" and {} more", list.len() - n));
+    }
+    s
+}
+
+pub(super) fn no_manifests(c: Check) -> Outcome {
+    skipped(
+        c,
+        "no manifests to look at (give --manifests DIR or --run-dir DIR)",
+    )
+}

@@ -1,0 +1,224 @@
+//! `inferscale monitor`: the three metric tiers of a vLLM deployment and the states of its
+//! alert rules, live in the terminal, refreshed every second.
+//!
+//! - [`signals`]: what is shown, as PromQL built from the catalog's names;
+//! - [`source`]: where it is read: the pods' `/metrics` scraped into the PromQL store and
+//!   evaluated in process (no Prometheus, no lag), or a Prometheus' HTTP API;
+//! - [`dashboard`]: one refresh's numbers, pure (missing stays missing);
+//! - [`ui`]: the views drawn with ratatui into a buffer (snapshot-tested, and printed as
+//!   text by `--once`);
+//! - [`app`]: the terminal loop (keys, pause, views), `--once` and `--json`.
+//!
+//! The alert rules are those `inferscale generate` writes (or any PrometheusRule), evaluated
+//! by the rehearsal's evaluator ([`inferscale_autoscale::alerts`]): pending with the time
+//! left, firing, per series, as Prometheus' rule manager does.
+//!
+//! ```
+//! use inferscale_monitor::signals::{Plan, Scope};
+//! let plan = Plan::new(&Scope {
+//!     engine: "namespace=\"llm\"".into(),
+//!     up: "namespace=\"llm\",job=\"vllm\"".into(),
+//!     gpu: String::new(),
+//!     window: "1m".into(),
+//!     replica_label: "pod".into(),
+//! }).unwrap();
+//! assert!(plan.items.iter().any(|(_, q)| q.text().contains("vllm:num_requests_waiting")));
+//! ```
+
+pub mod app;
+pub mod dashboard;
+pub mod signals;
+pub mod source;
+pub mod ui;
+
+use inferscale_autoscale::alerts::{AlertRule, Alerts};
+use inferscale_loadgen::prometheus::Prometheus;
+use inferscale_loadgen::transport::Get;
+use inferscale_promql::Query;
+
+use crate::dashboard::{Dashboard, History};
+use crate::signals::{Plan, Scope};
+use crate::source::{PodTarget, Pods, Remote, Source};
+
+/// Where to read.
+#[derive(Debug, Clone)]
+pub enum SourceSpec {
+    /// Scrape these endpoints directly.
+    Pods {
+        /// The targets.
+        targets: Vec<PodTarget>,
+        /// Timeout, body limit, credentials, TLS.
+        access: Get,
+    },
+    /// Query this Prometheus.
+    Prometheus(Prometheus),
+}
+
+/// What to monitor.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to read.
+    pub source: SourceSpec,
+    /// The alerting rules.
+    pub rules: Vec<AlertRule>,
+    /// Which series, and the window.
+    pub scope: Scope,
+    /// Refreshes the sparklines show.
+    pub history: usize,
+}
+
+/// Why the monitor cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    /// A label matcher or the window does not make a valid query.
+    #[error("the monitor's queries do not parse with these labels: {0}")]
+    Query(#[from] inferscale_promql::ParseError),
+    /// A target URL is wrong.
+    #[error(transparent)]
+    Url(#[from] inferscale_loadgen::UrlError),
+}
+
+/// The monitor's state between refreshes.
+#[derive(Debug)]
+pub struct Monitor {
+    plan: Plan,
+    source: Source,
+    alerts: Alerts,
+    history: History,
+    scope: Scope,
+}
+
+/// How much more than the longest range the pods' store keeps, seconds.
+const KEEP_MARGIN_S: f64 = 120.0;
+
+impl Monitor {
+    /// A monitor for `config`; nothing is read yet.
+    ///
+    /// # Errors
+    ///
+    /// When the queries do not parse with the configured labels, or a URL is wrong.
+    pub fn new(config: Config) -> Result<Monitor, MonitorError> {
+        let plan = Plan::new(&config.scope)?;
+        let keep = plan.longest_range_s(config.rules.iter().map(|r| &r.query)) + KEEP_MARGIN_S;
+        let source = match config.source {
+            SourceSpec::Pods { targets, access } => Source::Pods(Pods::new(targets, access, keep)?),
+            SourceSpec::Prometheus(p) => Source::Prometheus(Remote::new(p)),
+        };
+        Ok(Monitor {
+            plan,
+            source,
+            alerts: Alerts::new(config.rules),
+            history: History::new(config.history),
+            scope: config.scope,
+        })
+    }
+
+    /// The source, in words.
+    pub fn describe(&self) -> String {
+        self.source.describe()
+    }
+
+    /// The sparklines' history.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The alert rules and their states.
+    pub fn alerts(&self) -> &Alerts {
+        &self.alerts
+    }
+
+    /// Whether the numbers come from a Prometheus (which has history before the start).
+    pub fn reads_prometheus(&self) -> bool {
+        matches!(self.source, Source::Prometheus(_))
+    }
+
+    /// With a Prometheus: replays the rules over the last `for` of each (a twentieth of the
+    /// longest `for` apart, between `min_step` and 15 seconds, up to `now`), so that an alert pending or firing before the monitor started
+    /// shows as such rather than as newly pending. Prometheus restores its own alerts the
+    /// same way after a restart (from `ALERTS_FOR_STATE`). Nothing to do for the pods, which
+    /// have no history before the first scrape.
+    pub async fn restore(&mut self, now: f64, min_step: f64) {
+        let Source::Prometheus(remote) = &self.source else {
+            return;
+        };
+        let longest = self
+            .alerts
+            .rules()
+            .iter()
+            .map(|r| r.for_s)
+            .fold(0.0, f64::max);
+        if longest <= 0.0 {
+            return;
+        }
+        let step = (longest / 20.0).clamp(min_step.clamp(0.1, 15.0), 15.0);
+        let queries: Vec<Query> = self
+            .alerts
+            .rules()
+            .iter()
+            .map(|r| r.query.clone())
+            .collect();
+        let refs: Vec<&Query> = queries.iter().collect();
+        let steps = (longest / step).ceil() as i64 + 1;
+        for k in (1..=steps).rev() {
+            let t = now - k as f64 * step;
+            let results = remote.eval_all(&refs, t).await;
+            for (i, r) in results.into_iter().enumerate() {
+                self.alerts.eval(i, t, r);
+            }
+        }
+    }
+
+    /// The pods' source, to feed scrapes in by hand (`None` for a Prometheus).
+    pub fn pods_mut(&mut self) -> Option<&mut Pods> {
+        match &mut self.source {
+            Source::Pods(p) => Some(p),
+            Source::Prometheus(_) => None,
+        }
+    }
+
+    /// Reads everything at `now` (seconds since the epoch), evaluates the rules, and
+    /// returns the dashboard.
+    pub async fn refresh(&mut self, now: f64) -> Dashboard {
+        self.source.collect(now).await;
+        self.evaluate(now).await
+    }
+
+    /// Evaluates the panels and the rules at `now` over what was read, and returns the
+    /// dashboard (and records it for the sparklines).
+    pub async fn evaluate(&mut self, now: f64) -> Dashboard {
+        let n = self.plan.items.len();
+        let queries: Vec<&Query> = self
+            .plan
+            .items
+            .iter()
+            .map(|(_, q)| q)
+            .chain(self.alerts.rules().iter().map(|r| &r.query))
+            .collect();
+        let queries: Vec<Query> = queries.into_iter().cloned().collect();
+        let refs: Vec<&Query> = queries.iter().collect();
+        let mut results = self.source.eval_all(&refs, now).await;
+        let rules = results.split_off(n);
+        for (i, r) in rules.into_iter().enumerate() {
+            self.alerts.eval(i, now, r);
+        }
+        let tagged: Vec<_> = self
+            .plan
+            .items
+            .iter()
+            .map(|(m, _)| *m)
+            .zip(results)
+            .collect();
+        let mut d = Dashboard::build(
+            now,
+            &tagged,
+            &self.alerts,
+            self.source.health(),
+            &self.scope.replica_label,
+        );
+        d.source = self.source.describe();
+        d.window = self.scope.window.clone();
+        self.history.push(&d);
+        d
+    }
+}
