@@ -148,6 +148,8 @@ fn the_checklist_passes_on_a_real_setup_and_each_check_fails_on_purpose() {
         ]
     };
     let all = args(&run, &s.url, &dcgm, &prom);
+    // The same, on a changed copy of the run folder.
+    let on = |d: PathBuf| args(&d, &s.url, &dcgm, &prom);
     let (code, checks) = check(&all);
     let report: Vec<String> = checks
         .iter()
@@ -181,137 +183,92 @@ fn the_checklist_passes_on_a_real_setup_and_each_check_fails_on_purpose() {
         ),
         (
             4,
-            args(
-                &mutated(&run, "removed-names", |d| {
-                    edit(&manifests(d).join("grafana/2-engine.json"), |t| {
-                        t.replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "removed-names", |d| {
+                edit(&manifests(d).join("grafana/2-engine.json"), |t| {
+                    t.replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+                })
+            })),
             "2-engine.json",
         ),
         (
             5,
-            args(
-                &mutated(&run, "missing-alert", |d| {
-                    for f in ["prometheusrule.yaml", "prometheus-rules.yaml"] {
-                        edit(&manifests(d).join(f), |t| {
-                            t.replace("alert: PreemptionSpike", "alert: SomethingElse")
-                                .replace("num_preemptions_total", "num_requests_running")
-                        });
-                    }
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "missing-alert", |d| {
+                for f in ["prometheusrule.yaml", "prometheus-rules.yaml"] {
+                    edit(&manifests(d).join(f), |t| {
+                        t.replace("alert: PreemptionSpike", "alert: SomethingElse")
+                            .replace("num_preemptions_total", "num_requests_running")
+                    });
+                }
+            })),
             "PreemptionSpike",
         ),
         (
             6,
-            args(
-                &mutated(&run, "bad-scaledobject", |d| {
-                    edit(&manifests(d).join("scaledobject.yaml"), |t| {
-                        t.replace("metricType: AverageValue", "metricType: Average")
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "bad-scaledobject", |d| {
+                edit(&manifests(d).join("scaledobject.yaml"), |t| {
+                    t.replace("metricType: AverageValue", "metricType: Average")
+                })
+            })),
             "metricType",
         ),
         (
             7,
-            args(
-                &mutated(&run, "no-annotation", |d| {
-                    edit(&manifests(d).join("vllm-deployment-patch.yaml"), |t| {
-                        t.replace(
-                            "karpenter.sh/do-not-disrupt: \"true\"",
-                            "example.com/x: \"y\"",
-                        )
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "no-annotation", |d| {
+                edit(&manifests(d).join("vllm-deployment-patch.yaml"), |t| {
+                    t.replace(
+                        "karpenter.sh/do-not-disrupt: \"true\"",
+                        "example.com/x: \"y\"",
+                    )
+                })
+            })),
             "do-not-disrupt",
         ),
         (
             8,
-            args(
-                &mutated(&run, "no-thresholds", |d| {
-                    std::fs::remove_file(d.join("thresholds.json")).unwrap();
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "no-thresholds", |d| {
+                std::fs::remove_file(d.join("thresholds.json")).unwrap();
+            })),
             "no thresholds.json",
         ),
         (
             9,
-            args(
-                &mutated(&run, "cold-ready", |d| {
-                    edit(&manifests(d).join("vllm-deployment-patch.yaml"), |t| {
-                        t.replace("os.stat('/inferscale/warm'); ", "")
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "cold-ready", |d| {
+                edit(&manifests(d).join("vllm-deployment-patch.yaml"), |t| {
+                    t.replace("os.stat('/inferscale/warm'); ", "")
+                })
+            })),
             "does not wait for a warm-up",
         ),
         (
             10,
-            args(
-                &mutated(&run, "utilisation", |d| {
-                    edit(&manifests(d).join("vllm-args-patch.yaml"), |t| {
-                        t.replace(
-                            "--gpu-memory-utilization=0.85",
-                            "--gpu-memory-utilization=0.95",
-                        )
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "utilisation", |d| {
+                edit(&manifests(d).join("vllm-args-patch.yaml"), |t| {
+                    t.replace(
+                        "--gpu-memory-utilization=0.85",
+                        "--gpu-memory-utilization=0.95",
+                    )
+                })
+            })),
             "0.95",
         ),
         (
             11,
-            args(
-                &mutated(&run, "no-cycle", |d| {
-                    edit(&d.join("rehearsal.json"), |t| {
-                        t.replace("\"cycle_completed\": true", "\"cycle_completed\": false")
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "no-cycle", |d| {
+                edit(&d.join("rehearsal.json"), |t| {
+                    t.replace("\"cycle_completed\": true", "\"cycle_completed\": false")
+                })
+            })),
             "did not complete",
         ),
         (
             13,
-            args(
-                &mutated(&run, "few-replicas", |d| {
-                    edit(&manifests(d).join("scaledobject.yaml"), |t| {
-                        let at = t.find("maxReplicaCount: ").unwrap();
-                        let end = at + t[at..].find('\n').unwrap();
-                        format!("{}maxReplicaCount: 1{}", &t[..at], &t[end..])
-                    })
-                }),
-                &s.url,
-                &dcgm,
-                &prom,
-            ),
+            on(mutated(&run, "few-replicas", |d| {
+                edit(&manifests(d).join("scaledobject.yaml"), |t| {
+                    let at = t.find("maxReplicaCount: ").unwrap();
+                    let end = at + t[at..].find('\n').unwrap();
+                    format!("{}maxReplicaCount: 1{}", &t[..at], &t[end..])
+                })
+            })),
             "maxReplicaCount 1",
         ),
     ];

@@ -25,7 +25,13 @@ fn completions_and_the_man_page_know_every_command_and_flag() {
         "{}",
         &page[..200.min(page.len())]
     );
-    for section in ["INFERSCALE RUN", "INFERSCALE LOAD", "INFERSCALE GENERATE"] {
+    for section in [
+        "INFERSCALE RUN",
+        "INFERSCALE LOAD",
+        "INFERSCALE GENERATE",
+        "INFERSCALE MONITOR",
+        "INFERSCALE CHECK",
+    ] {
         assert!(page.contains(section), "man page lacks {section}");
     }
     assert!(page.contains("api\\-key\\-file"), "flags are listed");

@@ -71,6 +71,17 @@ impl Tmux {
         }
     }
 
+    /// Starts `cmd` in a 140×48 pane named `mon`.
+    fn start(&self, cmd: &str) {
+        let st = self
+            .cmd()
+            .args(["new-session", "-d", "-s", "mon", "-x", "140", "-y", "48"])
+            .arg(cmd)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
     fn alive(&self) -> bool {
         self.cmd()
             .args(["has-session", "-t", "mon"])
@@ -171,13 +182,7 @@ fn in_tmux_it_shows_a_loaded_fleet_and_answers_its_keys() {
         }
     }
     let tmux = Tmux::new("monitor");
-    let st = tmux
-        .cmd()
-        .args(["new-session", "-d", "-s", "mon", "-x", "140", "-y", "48"])
-        .arg(&cmd)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    tmux.start(&cmd);
     // The fleet as the monitor reads it: both replicas up, a queue on each, two GPUs.
     let screen = tmux.wait_for(Duration::from_secs(60), "two loaded replicas", |sc| {
         sc.contains("2/2 replicas up")
@@ -243,13 +248,7 @@ fn a_replica_that_goes_away_is_shown_down_and_back() {
         a.url,
         b.url
     );
-    let st = tmux
-        .cmd()
-        .args(["new-session", "-d", "-s", "mon", "-x", "140", "-y", "48"])
-        .arg(&cmd)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    tmux.start(&cmd);
     tmux.wait_for(Duration::from_secs(30), "both up", |sc| {
         sc.contains("2/2 replicas up")
     });

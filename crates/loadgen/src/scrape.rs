@@ -126,3 +126,29 @@ impl Scraper {
         })
     }
 }
+
+/// Scrapes every one of `scrapers` once, concurrently, and parses each answer in its format:
+/// per scraper, its exposition or why there is none (one line, every cause). What `query`
+/// and `monitor` record into a series store each round.
+pub async fn scrape_all(scrapers: &[Scraper]) -> Vec<Result<Exposition<'static>, String>> {
+    let handles: Vec<_> = scrapers
+        .iter()
+        .map(|s| {
+            let scraper = s.clone();
+            tokio::spawn(async move { scraper.fetch().await })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        let fetched = match h.await {
+            Ok(r) => r.map_err(|e| crate::with_causes(&e)),
+            Err(e) => Err(format!("the scrape task failed: {e}")),
+        };
+        out.push(fetched.and_then(|f| {
+            f.parse(None)
+                .map(Exposition::into_owned)
+                .map_err(|e| format!("not a valid exposition: {e}"))
+        }));
+    }
+    out
+}

@@ -69,6 +69,17 @@ pub async fn once(m: &mut Monitor, collect: Duration, refresh: Duration) -> Dash
     }
 }
 
+/// Ready to refresh every `refresh`: a Prometheus' rules replayed first; the ticker (a late
+/// refresh is skipped, not caught up).
+async fn start(m: &mut Monitor, refresh: Duration) -> tokio::time::Interval {
+    if m.reads_prometheus() {
+        m.restore(now(), refresh.as_secs_f64()).await;
+    }
+    let mut tick = tokio::time::interval(refresh);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    tick
+}
+
 /// `--json`: a dashboard per refresh, one JSON object per line on `out`, until `duration`
 /// has passed or `stop` completes.
 ///
@@ -82,12 +93,8 @@ pub async fn json_lines(
     stop: impl Future<Output = ()>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    if m.reads_prometheus() {
-        m.restore(now(), refresh.as_secs_f64()).await;
-    }
+    let mut tick = start(m, refresh).await;
     let started = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(refresh);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -164,11 +171,7 @@ async fn live_on(
             .map(|_| ())
     };
     draw(terminal, &shown, m.history(), screen)?;
-    if m.reads_prometheus() {
-        m.restore(now(), refresh.as_secs_f64()).await;
-    }
-    let mut tick = tokio::time::interval(refresh);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut tick = start(m, refresh).await;
     tokio::pin!(stop);
     loop {
         tokio::select! {

@@ -162,9 +162,14 @@ pub struct AlertRow {
     pub error: Option<String>,
 }
 
+/// The version of [`Dashboard`]'s JSON (`inferscale monitor --json`).
+pub const DASHBOARD_VERSION: u32 = 1;
+
 /// Everything one refresh shows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Dashboard {
+    /// [`DASHBOARD_VERSION`].
+    pub version: u32,
     /// When (seconds since the epoch).
     pub time: f64,
     /// Where the numbers come from, in words.
@@ -229,6 +234,7 @@ impl Dashboard {
         replica_label: &str,
     ) -> Dashboard {
         let mut d = Dashboard {
+            version: DASHBOARD_VERSION,
             time,
             targets,
             ..Dashboard::default()

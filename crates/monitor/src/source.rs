@@ -91,24 +91,10 @@ impl Pods {
     /// Scrapes every target once, concurrently, at `now` (seconds since the epoch), and
     /// [ingests](Self::ingest) what each gave.
     pub async fn scrape(&mut self, now: f64) {
-        let handles: Vec<_> = self
-            .targets
-            .iter()
-            .map(|s| {
-                let scraper = s.scraper.clone();
-                tokio::spawn(async move { scraper.fetch().await })
-            })
-            .collect();
-        for (i, h) in handles.into_iter().enumerate() {
-            let fetched = match h.await {
-                Ok(r) => r.map_err(|e| inferscale_loadgen::with_causes(&e)),
-                Err(e) => Err(format!("the scrape task failed: {e}")),
-            };
-            match fetched.and_then(|f| {
-                f.parse(None)
-                    .map(Exposition::into_owned)
-                    .map_err(|e| format!("not a valid exposition: {e}"))
-            }) {
+        let scrapers: Vec<Scraper> = self.targets.iter().map(|t| t.scraper.clone()).collect();
+        let results = inferscale_loadgen::scrape::scrape_all(&scrapers).await;
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
                 Ok(exp) => self.ingest(i, now, Ok(&exp)),
                 Err(e) => self.ingest(i, now, Err(e)),
             }

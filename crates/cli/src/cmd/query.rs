@@ -146,23 +146,9 @@ async fn record(
     loop {
         tick.tick().await;
         let t = now_ms();
-        let handles: Vec<_> = targets
-            .iter()
-            .map(|s| {
-                let scraper = s.scraper.clone();
-                tokio::spawn(async move { scraper.fetch().await })
-            })
-            .collect();
-        for (i, h) in handles.into_iter().enumerate() {
-            let r = match h.await {
-                Ok(r) => r.map_err(|e| inferscale_loadgen::with_causes(&e)),
-                Err(e) => Err(format!("the scrape task failed: {e}")),
-            };
-            let parsed = r.and_then(|s| {
-                s.parse(None)
-                    .map(inferscale_promtext::Exposition::into_owned)
-                    .map_err(|e| format!("not a valid exposition: {e}"))
-            });
+        let scrapers: Vec<Scraper> = targets.iter().map(|t| t.scraper.clone()).collect();
+        let results = inferscale_loadgen::scrape::scrape_all(&scrapers).await;
+        for (i, parsed) in results.into_iter().enumerate() {
             match parsed {
                 Ok(exp) => {
                     store.scrape(&targets[i].labels, t, Some(&exp));
