@@ -1,6 +1,6 @@
 //! What the checks judge: everything gathered from the endpoints, Prometheus, the manifests
 //! and the run folder, as plain data. Gathering ([`crate::gather`]) is I/O; judging
-//! ([`crate::judge`]) is a pure function of this, tested without a network.
+//! ([`judge`](fn@crate::judge)) is a pure function of this, tested without a network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@
 //! - [`gather`]: reads the endpoints, the Prometheus, the manifests and the run folder into
 //!   [`Evidence`] (the one scrape client, the Prometheus API client, the typed manifests);
 //! - [`judge`](mod@judge): the checks, a pure function of the evidence;
-//! - [`format`]: the human table, JSON and JUnit XML.
+//! - [`format`](mod@format): the human table, JSON and JUnit XML.
 //!
 //! ```
 //! use inferscale_check::{Check, Status};

@@ -2,10 +2,10 @@
 //! SRE adds. Each says pass, warn, fail or skipped, why, and the fix (the file and the field
 //! to change, or the command to run).
 //!
-//! - [`names`]: how a query's metric names stand against current vLLM (the catalog);
-//! - [`live`]: the checks on the running server, its exporter and its Prometheus (1–3, 12, 14);
-//! - [`files`]: the checks on the manifests (4–7, 9, 13);
-//! - [`deploy`]: the measurement and the deployment's settings and history (8, 10, 11).
+//! - `names`: how a query's metric names stand against current vLLM (the catalog);
+//! - `live`: the checks on the running server, its exporter and its Prometheus (1–3, 12, 14);
+//! - `files`: the checks on the manifests (4–7, 9, 13);
+//! - `deploy`: the measurement and the deployment's settings and history (8, 10, 11).
 
 mod deploy;
 mod files;
