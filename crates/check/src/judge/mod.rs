@@ -75,3 +75,72 @@ pub(super) fn no_manifests(c: Check) -> Outcome {
         "no manifests to look at (give --manifests DIR or --run-dir DIR)",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{Names, PrometheusEvidence, Promtool};
+
+    fn evidence(replicas: Option<(f64, f64, f64)>) -> Evidence {
+        Evidence {
+            names: Names {
+                namespace: "llm".into(),
+                job: "vllm".into(),
+                container: "vllm".into(),
+            },
+            metrics: None,
+            models: None,
+            dcgm: None,
+            prometheus: Some(PrometheusEvidence {
+                url: "http://p".into(),
+                up: Ok(Vec::new()),
+                engine_series: Ok(Vec::new()),
+                gpu_series: Ok(Vec::new()),
+                rules: Ok(Vec::new()),
+                triggers: vec![("sum(x)".into(), Ok(2))],
+                replicas: Ok(replicas),
+                observed_s: 86_400.0,
+            }),
+            manifests: None,
+            promtool: Promtool::Missing,
+            run: None,
+        }
+    }
+
+    fn status(e: &Evidence, c: Check) -> Status {
+        judge(e)[c.id() as usize - 1].status
+    }
+
+    #[test]
+    fn a_cycle_observed_in_prometheus_passes_and_a_flat_history_fails() {
+        assert_eq!(
+            status(&evidence(Some((1.0, 4.0, 1.0))), Check::ScaleCycle),
+            Status::Pass
+        );
+        assert_eq!(
+            status(&evidence(Some((1.0, 4.0, 4.0))), Check::ScaleCycle),
+            Status::Fail
+        );
+        assert_eq!(
+            status(&evidence(Some((2.0, 2.0, 2.0))), Check::ScaleCycle),
+            Status::Fail
+        );
+        assert_eq!(status(&evidence(None), Check::ScaleCycle), Status::Fail);
+        // Prometheus without a target of the deployment's labels.
+        assert_eq!(
+            status(&evidence(None), Check::PrometheusScrapes),
+            Status::Fail
+        );
+        // A trigger that returns two series.
+        assert_eq!(
+            status(&evidence(None), Check::TriggersOneSeries),
+            Status::Fail
+        );
+        // Every check is judged, in id order.
+        let all = judge(&evidence(None));
+        assert_eq!(
+            all.iter().map(|o| o.id).collect::<Vec<_>>(),
+            (1..=14).collect::<Vec<_>>()
+        );
+    }
+}
