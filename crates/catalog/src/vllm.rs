@@ -51,6 +51,8 @@ pub enum Value {
     KvCacheUsage,
     /// Prompt tokens looked up in the prefix cache.
     PrefixCacheQueries,
+    /// Prompt tokens found in the prefix cache.
+    PrefixCacheHits,
     /// Preemptions.
     Preemptions,
     /// Prompt tokens processed.
@@ -64,8 +66,7 @@ pub enum Value {
     FinishedByReason,
     /// One of the engine's histograms.
     Histogram(EngineHistogram),
-    /// Something vLLM counts that the engine model does not (prefix-cache hits, multimodal
-    /// and external caches, FLOP and byte estimates, admission rejections): served as zero,
+    /// Something vLLM counts that the engine model does not (multimodal and external caches, FLOP and byte estimates, admission rejections): served as zero,
     /// on purpose, so that dashboards find the family.
     NotModelled,
 }
@@ -217,7 +218,7 @@ pub static FAMILIES: &[VllmFamily] = &[
         engine_label: true,
         extra_labels: &[],
         buckets: None,
-        value: Value::NotModelled,
+        value: Value::PrefixCacheHits,
     },
     VllmFamily {
         name: "vllm:external_prefix_cache_queries_total",

@@ -54,6 +54,11 @@ pub(crate) enum Command {
     /// The production-readiness checklist (the seeds' eleven checks and more) against the
     /// server, its Prometheus, the manifests and an inferscale run's folder.
     Check(Box<CheckArgs>),
+    /// Predict throughput, latency and capacity of a GPU, model and load from the engine
+    /// model in virtual time; compare GPUs by replicas and cost at an SLO.
+    Predict(Box<PredictArgs>),
+    /// Predict every case of a CSV of published measurements and report the error.
+    Fidelity(Box<FidelityArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
     #[command(after_help = "\
 Examples:
@@ -702,6 +707,218 @@ pub(crate) enum CheckFormat {
     Json,
     /// JUnit XML.
     Junit,
+}
+
+/// `inferscale fidelity`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale fidelity ../shared/reference/perf/calibration_cases.clean.csv
+  inferscale fidelity cases.csv --json > fidelity.json
+  inferscale fidelity cases.csv --model-config my-model/config.json
+
+Optional columns describe the workload more exactly: arrivals (poisson | constant), timeout_s,
+prompt_pool (N distinct prompts sent in turn: each one sent again is a prefix-cache hit),
+shared_prefix_tokens and shared_prefix_groups (a system prompt per group),
+generated_output_len (tokens the server generated when output_len is the client's count),
+input_len_std.
+
+Each row is one measured metric under a setup (columns id, source, engine, engine_version, gpu,
+num_gpus, tp, model, weights_dtype, kv_dtype, input_len, output_len, load_type (rate |
+concurrency | offline | sequential), load_value, duration_s, max_num_seqs,
+max_num_batched_tokens, max_model_len, gpu_memory_utilization, enforce_eager, metric, value,
+unit, confidence, notes; empty fields take vLLM's defaults for the GPU). Rows that share a setup
+are simulated once. Metrics: throughput_rps, output_tps, ttft_/e2e_/itl_/tpot_ mean, p50, p90,
+p95, p99 _ms, queue_depth_max, prefill_batch_latency, decode_step_latency (ms),
+first_request_ms, model_load_time (s). The error is |predicted - measured| / measured; a case
+that cannot be predicted is listed as skipped with the reason.")]
+pub(crate) struct FidelityArgs {
+    /// The cases (CSV).
+    #[arg(value_name = "CASES.csv")]
+    pub(crate) cases: std::path::PathBuf,
+
+    /// Print JSON: {"cases", "per_metric", "per_family", "per_gpu", "skipped"}.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Print every case, not only the summaries.
+    #[arg(long)]
+    pub(crate) all: bool,
+
+    /// How `rate` cases that do not say (column `arrivals`) space their requests.
+    #[arg(long, value_enum, default_value_t = ArrivalsArg::Poisson)]
+    pub(crate) arrivals: ArrivalsArg,
+
+    /// The client's timeout for cases that do not say (column `timeout_s`); the server
+    /// aborts what takes longer, and it is not counted. Default: none.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
+
+    /// Fit the model's physics (bandwidth and compute efficiency scales, KV-read efficiency,
+    /// step overheads, frontend latency, all-reduce latency) to the cases, and print the
+    /// parameters and the errors at them.
+    #[arg(long)]
+    pub(crate) calibrate: bool,
+
+    /// With --calibrate: fit without this GPU's cases, then report the error on them alone
+    /// (a leave-one-GPU-out check).
+    #[arg(long, value_name = "GPU", requires = "calibrate")]
+    pub(crate) leave_out: Option<String>,
+}
+
+/// Arrival spacing of an open-loop load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ArrivalsArg {
+    /// Exponential gaps (vllm bench serve's default; inference-perf's timer).
+    Poisson,
+    /// Even gaps (k6's constant-arrival-rate).
+    Constant,
+}
+
+/// `inferscale predict`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  inferscale predict --gpu L40S --model Llama-3.1-8B --input 512 --output 256 --rps 10
+  inferscale predict --gpu H100 --model Llama-3.1-70B --tp 4 --input 1024 --output 256 --concurrency 64
+  inferscale predict --gpu H200 --model gpt-oss-120b --input 2000 --output 500 --offline 1000
+  inferscale predict --gpu L40S --model Llama-3.1-8B --input 512 --output 256 --rps 300 --target-p95-e2e 3s
+  inferscale predict --gpu L40S,H100,H200 --price L40S=1.86 --price H100=3.93 --price H200=4.98 \\
+      --model Llama-3.1-8B --input 512 --output 256 --rps 300 --target-p95-e2e 3s
+  inferscale predict --gpu H100 --model-config ./my-model/config.json --input 800 --output 200 --rps 5
+
+The engine model (vLLM V1's scheduler over a paged KV cache with prefix caching, step times
+from the GPU and the model; docs/performance-model.md) runs the workload in virtual time, in
+well under a second. Output: throughput (req/s, output tok/s), TTFT, ITL, TPOT and end-to-end
+latency (mean, p50, p90, p95, p99), queue depth, KV blocks, preemptions, and the highest rate
+one replica sustains. With --target-p95-e2e it finds the highest rate one replica holds within
+the SLO and the replicas --rps needs; with several GPUs (and --price), replicas, GPU-hours and
+dollars per million output tokens side by side.")]
+pub(crate) struct PredictArgs {
+    /// GPU of every rank, or several separated by commas to compare (see inferscale sim --list).
+    #[arg(
+        long,
+        value_name = "GPU[,GPU...]",
+        value_delimiter = ',',
+        required_unless_present = "gpu_spec"
+    )]
+    pub(crate) gpu: Vec<String>,
+
+    /// A GPU described in a JSON file (the fields of the built-in table).
+    #[arg(long, value_name = "FILE", conflicts_with = "gpu")]
+    pub(crate) gpu_spec: Option<std::path::PathBuf>,
+
+    /// The model: a built-in name or Hugging Face id (see inferscale sim --list).
+    #[arg(long, value_name = "MODEL", required_unless_present = "model_config")]
+    pub(crate) model: Option<String>,
+
+    /// The model's Hugging Face config.json (any architecture: dense, MoE, MLA, sliding windows).
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub(crate) model_config: Option<std::path::PathBuf>,
+
+    /// --tensor-parallel-size.
+    #[arg(long, value_name = "N")]
+    pub(crate) tp: Option<u32>,
+
+    /// Weights: bf16, fp8, int4 (AWQ/GPTQ), mxfp4, nvfp4 (default: the checkpoint's).
+    #[arg(long, value_name = "DTYPE")]
+    pub(crate) dtype: Option<String>,
+
+    /// KV cache: auto (16-bit) or fp8.
+    #[arg(long, value_name = "DTYPE", value_parser = ["auto", "fp8"])]
+    pub(crate) kv_cache_dtype: Option<String>,
+
+    /// --max-num-seqs (default: vLLM's for the GPU).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_num_seqs: Option<u32>,
+
+    /// --max-num-batched-tokens (default: vLLM's for the GPU).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_num_batched_tokens: Option<u32>,
+
+    /// --max-model-len (default: the model's, at most 32768).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_model_len: Option<u32>,
+
+    /// --gpu-memory-utilization.
+    #[arg(long, value_name = "FRACTION")]
+    pub(crate) gpu_memory_utilization: Option<f64>,
+
+    /// --enforce-eager (no CUDA graphs).
+    #[arg(long)]
+    pub(crate) enforce_eager: bool,
+
+    /// --no-enable-prefix-caching.
+    #[arg(long)]
+    pub(crate) no_prefix_caching: bool,
+
+    /// Prompt tokens (a mean with --input-std).
+    #[arg(long, value_name = "TOKENS", default_value_t = 512)]
+    pub(crate) input: u32,
+
+    /// Standard deviation of the prompt tokens (normal, clamped to ±4σ).
+    #[arg(long, value_name = "TOKENS")]
+    pub(crate) input_std: Option<f64>,
+
+    /// Output tokens per request (generated in full, as with ignore_eos).
+    #[arg(long, value_name = "TOKENS", default_value_t = 256)]
+    pub(crate) output: u32,
+
+    /// Open loop at this rate, req/s.
+    #[arg(long, value_name = "R", value_parser = parse_rate, group = "load")]
+    pub(crate) rps: Option<f64>,
+
+    /// Closed loop with this many clients.
+    #[arg(long, value_name = "N", group = "load")]
+    pub(crate) concurrency: Option<u32>,
+
+    /// All at once: this many requests (a throughput benchmark).
+    #[arg(long, value_name = "N", group = "load")]
+    pub(crate) offline: Option<u32>,
+
+    /// One request at a time, this many.
+    #[arg(long, value_name = "N", group = "load")]
+    pub(crate) sequential: Option<u32>,
+
+    /// Arrival spacing for --rps.
+    #[arg(long, value_enum, default_value_t = ArrivalsArg::Poisson)]
+    pub(crate) arrivals: ArrivalsArg,
+
+    /// How long requests are sent (open and closed loop).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    pub(crate) duration: Duration,
+
+    /// The client gives up after this long (the server aborts the request).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
+
+    /// N distinct prompts sent in turn (a dataset of N prompts): repeats hit the prefix cache.
+    #[arg(long, value_name = "N", conflicts_with = "shared_prefix")]
+    pub(crate) prompt_pool: Option<u32>,
+
+    /// TOKENSxGROUPS: every prompt starts with one of GROUPS system prompts of TOKENS tokens.
+    #[arg(long, value_name = "TOKENSxGROUPS")]
+    pub(crate) shared_prefix: Option<String>,
+
+    /// Start cold (the first requests pay CUDA/JIT warm-up and clock ramp).
+    #[arg(long)]
+    pub(crate) cold: bool,
+
+    /// With --rps: the p95 end-to-end latency to hold; prints the replicas --rps needs.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "rps")]
+    pub(crate) target_p95_e2e: Option<Duration>,
+
+    /// GPU=USD_PER_HOUR (repeatable): cost per GPU-hour, for the comparison.
+    #[arg(long, value_name = "GPU=USD")]
+    pub(crate) price: Vec<String>,
+
+    /// Also find the highest rate one replica sustains (a few more runs).
+    #[arg(long)]
+    pub(crate) saturation: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `inferscale scaler`.

@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         cli::Command::Query(args) => cmd::query::run(&args),
         cli::Command::Monitor(args) => cmd::monitor::run(&args),
         cli::Command::Check(args) => cmd::check::run(&args),
+        cli::Command::Predict(args) => cmd::predict::run(&args),
+        cli::Command::Fidelity(args) => cmd::fidelity::run(&args),
         cli::Command::Scaler(args) => cmd::scaler::run(&args),
         cli::Command::Rehearse(args) => cmd::rehearse::run(&args),
         cli::Command::Completions(args) => cmd::docs::completions(args.shell),

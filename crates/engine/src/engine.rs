@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost::{CostModel, Overheads, StepShape};
 use crate::hardware::GpuSpec;
-use crate::kv::{BLOCK_SIZE, BlockPool, MemoryError, MemoryPlan, blocks_for, plan_memory};
+use crate::kv::{
+    BLOCK_SIZE, BlockKey, BlockPool, MemoryError, MemoryPlan, blocks_for, plan_memory,
+};
 use crate::model::{ModelSpec, WeightDtype};
 use crate::stats::{FinishReason, Stats};
 use inferscale_catalog::vllm::EngineHistogram;
@@ -110,6 +112,9 @@ pub struct EngineConfig {
     pub enforce_eager: bool,
     /// Chunked prefill (on by default in V1).
     pub chunked_prefill: bool,
+    /// Prefix caching (on by default in V1): a prompt's full blocks stay cached after use and
+    /// a later request that starts with the same tokens skips their prefill.
+    pub prefix_caching: bool,
     /// Steps take no time (the `instant` profile).
     pub instant: bool,
     /// Output length when end-of-sequence is allowed.
@@ -145,6 +150,7 @@ impl EngineConfig {
             gpu_memory_utilization: 0.9,
             enforce_eager: false,
             chunked_prefill: true,
+            prefix_caching: true,
             instant: false,
             output_length: OutputLength::MaxTokens,
             warmup: Warmup::default(),
@@ -236,6 +242,20 @@ pub struct RequestSpec {
     pub ignore_eos: bool,
 }
 
+/// A prompt prefix requests share (a system prompt, a conversation so far): the first
+/// `tokens` tokens of every prompt submitted with the same `key` are the same tokens, so
+/// vLLM's prefix cache can reuse their KV blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// What the shared tokens are (any value; equal keys mean equal tokens).
+    pub key: u64,
+    /// How many tokens of the prompt it covers.
+    pub tokens: u32,
+}
+
+/// A request's own tokens' blocks are keyed apart from every shared prefix's.
+const OWN: u64 = 1 << 63;
+
 /// What happened to a request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum EventKind {
@@ -260,6 +280,11 @@ pub struct Event {
     pub prompt_tokens: u32,
     /// When the request arrived (as submitted).
     pub arrival: f64,
+    /// On `Finished`: when its first token came (`None`: it produced none). A driver that
+    /// needs only request-level latencies reads it here instead of asking for every token.
+    pub first_token: Option<f64>,
+    /// On `Finished`: how often it was preempted.
+    pub preemptions: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -287,9 +312,28 @@ struct Req {
     last_token: f64,
     preemptions: u32,
     cancelled: Option<FinishReason>,
+    /// The shared prefix (key with the top bit clear, tokens); `(0, 0)` for none.
+    prefix: (u64, u32),
+    /// Full prompt blocks held as prefix-cache entries (0 without caching).
+    pb: u32,
+    /// Of those, how many are marked computed.
+    marked: u32,
 }
 
 impl Req {
+    /// The cache key of full prompt block `i`.
+    fn block_key(&self, i: u32) -> BlockKey {
+        if (i + 1) * BLOCK_SIZE <= self.prefix.1 {
+            (self.prefix.0 & !OWN, i)
+        } else {
+            (self.id | OWN, i)
+        }
+    }
+
+    fn block_keys(&self, n: u32) -> Vec<BlockKey> {
+        (0..n).map(|i| self.block_key(i)).collect()
+    }
+
     fn total(&self) -> u64 {
         u64::from(self.prompt) + u64::from(self.output)
     }
@@ -364,7 +408,7 @@ impl Decoders {
 
     /// Adds `r`, which produced a token at `last_t` and ends `left` tokens later.
     fn insert(&mut self, mut r: Req, left: u32) {
-        debug_assert_eq!(r.blocks, blocks_for(r.computed));
+        debug_assert_eq!(r.blocks, blocks_for(r.computed).saturating_sub(r.pb));
         r.g0 = self.g;
         self.computed_sum += r.computed;
         self.phase[self.phase_of(r.computed)] += 1;
@@ -400,7 +444,7 @@ impl Decoders {
             r.last_token = last_t;
         }
         r.g0 = g;
-        r.blocks = blocks_for(r.computed);
+        r.blocks = blocks_for(r.computed).saturating_sub(r.pb);
         let out = r.clone();
         r.seq = VACANT;
         self.vacant.push(slot);
@@ -465,6 +509,9 @@ pub struct Engine {
     /// Whether steady decoders join `decoders` (off only in the test that holds the
     /// shortcut to the plain scheduler).
     shortcut: bool,
+    /// The last step's start and end: with async scheduling the step that follows it back to
+    /// back was planned at its start, so only requests ready by then join it.
+    planned_at: Option<(f64, f64)>,
 }
 
 impl Engine {
@@ -474,7 +521,11 @@ impl Engine {
         let stats = Stats::new(cfg.max_model_len, plan.num_blocks);
         Ok(Engine {
             cost: cfg.cost_model(),
-            pool: BlockPool::new(plan.num_blocks),
+            pool: if cfg.prefix_caching && !cfg.instant {
+                BlockPool::with_prefix_cache(plan.num_blocks)
+            } else {
+                BlockPool::new(plan.num_blocks)
+            },
             plan,
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -495,6 +546,7 @@ impl Engine {
             spare_finished: Vec::new(),
             spare_ended: Vec::new(),
             shortcut: true,
+            planned_at: None,
         })
     }
 
@@ -615,9 +667,88 @@ impl Engine {
             last_token: now,
             preemptions: 0,
             cancelled: None,
+            prefix: (0, 0),
+            pb: 0,
+            marked: 0,
         });
-        self.stats.waiting = self.waiting.len() as u32;
+        self.stats.waiting = self.waiting_now();
         id
+    }
+
+    /// [`Engine::submit`] for a prompt that starts with a shared `prefix`.
+    pub fn submit_shared(&mut self, spec: RequestSpec, prefix: Prefix, now: f64) -> u64 {
+        let id = self.submit(spec, now);
+        if let Some(r) = self.waiting.back_mut() {
+            r.prefix = (prefix.key & !OWN, prefix.tokens.min(r.prompt));
+        }
+        id
+    }
+
+    /// Requests in the scheduler's queue now: through the frontend (tokenised, handed to the
+    /// engine core) and not yet running, as `vllm:num_requests_waiting` counts them.
+    fn waiting_now(&self) -> u32 {
+        self.waiting.partition_point(|r| r.ready <= self.now) as u32
+    }
+
+    /// Lets go of everything `r` holds: its private blocks and its prompt's cache entries.
+    fn release(pool: &mut BlockPool, r: &mut Req) {
+        pool.release(&mut r.blocks);
+        if r.pb > 0 {
+            pool.unhold(&r.block_keys(r.pb));
+            r.pb = 0;
+            r.marked = 0;
+        }
+    }
+
+    /// Admits waiting request `r` to compute `n` more tokens: with prefix caching, a request
+    /// holding nothing first takes its prompt's full blocks as cache entries, skipping the
+    /// computed ones it finds (never the whole prompt: at least its last token is computed,
+    /// as vLLM does); then its private blocks. False (and nothing held) when the cache is
+    /// short. Returns the tokens it computes this step.
+    fn admit(
+        pool: &mut BlockPool,
+        stats: &mut Stats,
+        r: &mut Req,
+        budget: u32,
+        chunked: bool,
+    ) -> Option<u32> {
+        let mut hits = 0;
+        let mut keys = Vec::new();
+        if pool.caches_prefixes() && r.pb == 0 && r.computed == 0 {
+            let full = r.prompt / BLOCK_SIZE;
+            keys = r.block_keys(full);
+            hits = pool.hits(keys.iter().copied(), (r.prompt - 1) / BLOCK_SIZE);
+            if !pool.hold(&keys) {
+                return None;
+            }
+            r.pb = full;
+            r.marked = hits;
+            r.computed = u64::from(hits * BLOCK_SIZE);
+        }
+        let want = r.total() - r.computed;
+        let n = if want > u64::from(budget) {
+            if !chunked { None } else { Some(budget) }
+        } else {
+            Some(want as u32)
+        };
+        match n {
+            Some(n) if pool.grow(&mut r.blocks, r.computed + u64::from(n), r.pb) => {
+                if !keys.is_empty() || hits > 0 {
+                    stats.prefix_cache_queries += u64::from(r.prompt);
+                    stats.prefix_cache_hits += u64::from(hits * BLOCK_SIZE);
+                }
+                Some(n)
+            }
+            _ => {
+                if !keys.is_empty() {
+                    pool.unhold(&keys);
+                    r.pb = 0;
+                    r.marked = 0;
+                    r.computed = 0;
+                }
+                None
+            }
+        }
     }
 
     /// Cancels a request (its client went away); `abort` is counted when the engine lets go of
@@ -637,10 +768,10 @@ impl Engine {
     ) -> bool {
         if let Some(pos) = self.waiting.iter().position(|r| r.id == id) {
             if let Some(mut r) = self.waiting.remove(pos) {
-                self.pool.release(&mut r.blocks);
+                Self::release(&mut self.pool, &mut r);
                 self.finish(r, reason, now.max(self.now), events);
             }
-            self.stats.waiting = self.waiting.len() as u32;
+            self.stats.waiting = self.waiting_now();
             return true;
         }
         if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
@@ -793,7 +924,10 @@ impl Engine {
             let mut ok = false;
             loop {
                 let r = &mut self.running[i];
-                if self.pool.grow(&mut r.blocks, r.computed + u64::from(n)) {
+                if self
+                    .pool
+                    .grow(&mut r.blocks, r.computed + u64::from(n), r.pb)
+                {
                     ok = true;
                     break;
                 }
@@ -802,7 +936,7 @@ impl Engine {
                     break;
                 };
                 let was_self = self.running.len() == i;
-                self.pool.release(&mut victim.blocks);
+                Self::release(&mut self.pool, &mut victim);
                 victim.computed = 0;
                 victim.preemptions += 1;
                 self.stats.preemptions += 1;
@@ -820,6 +954,20 @@ impl Engine {
             budget -= n;
             i += 1;
         }
+        // With async scheduling and steps back to back, this step was planned when the one
+        // before it started: what became ready later waits for the next. A step that would
+        // otherwise be empty is planned now (the pipeline had drained).
+        let cutoff = match self.planned_at {
+            Some((start, end))
+                if self.cfg.overheads.async_scheduling
+                    && !self.cfg.enforce_eager
+                    && end == self.now
+                    && !(scheduled.is_empty() && self.decoders.len == 0) =>
+            {
+                start
+            }
+            _ => self.now,
+        };
         if !preempted {
             while budget > 0
                 && (self.running.len() as u32 + self.decoders.len) < self.cfg.max_num_seqs
@@ -827,21 +975,18 @@ impl Engine {
                 let Some(r) = self.waiting.front_mut() else {
                     break;
                 };
-                if r.ready > self.now {
+                if r.ready > cutoff {
                     break;
                 }
-                let want = r.total() - r.computed;
-                let n = if want > u64::from(budget) {
-                    if !self.cfg.chunked_prefill {
-                        break;
-                    }
-                    budget
-                } else {
-                    want as u32
+                let Some(n) = Self::admit(
+                    &mut self.pool,
+                    &mut self.stats,
+                    r,
+                    budget,
+                    self.cfg.chunked_prefill,
+                ) else {
+                    break;
                 };
-                if !self.pool.grow(&mut r.blocks, r.computed + u64::from(n)) {
-                    break;
-                }
                 let Some(mut r) = self.waiting.pop_front() else {
                     break;
                 };
@@ -858,7 +1003,7 @@ impl Engine {
             }
         }
         self.stats.running = self.running.len() as u32 + self.decoders.len;
-        self.stats.waiting = self.waiting.len() as u32;
+        self.stats.waiting = self.waiting_now();
         self.stats.kv_usage = self.pool.usage();
         if scheduled.is_empty() && self.decoders.len == 0 {
             self.spare_scheduled = scheduled;
@@ -899,6 +1044,7 @@ impl Engine {
             end: self.now + duration,
             scheduled,
         });
+        self.planned_at = Some((self.now, self.now + duration));
         true
     }
 
@@ -937,7 +1083,7 @@ impl Engine {
             for slot in marked {
                 let mut r = self.decoders.take(slot);
                 r.computed += 1;
-                r.blocks = blocks_for(r.computed);
+                r.blocks = blocks_for(r.computed).saturating_sub(r.pb);
                 self.insert_running(r);
                 self.cancel_pending = true;
             }
@@ -959,6 +1105,11 @@ impl Engine {
                 break;
             };
             r.computed += u64::from(n);
+            // Full prompt blocks now computed become reusable by other requests.
+            while r.marked < r.pb && u64::from((r.marked + 1) * BLOCK_SIZE) <= r.computed {
+                self.pool.computed(r.block_key(r.marked));
+                r.marked += 1;
+            }
             if r.computed < r.total() || r.cancelled.is_some() {
                 continue;
             }
@@ -968,7 +1119,9 @@ impl Engine {
                 None => {
                     r.first_token = Some(t);
                     self.stats.prompt_tokens += u64::from(r.prompt);
-                    self.stats.prefix_cache_queries += u64::from(r.prompt);
+                    if !self.pool.caches_prefixes() {
+                        self.stats.prefix_cache_queries += u64::from(r.prompt);
+                    }
                     self.stats.ttft.observe(t - r.arrival);
                     if let Some(s) = r.first_scheduled {
                         self.stats.prefill_time.observe(t - s);
@@ -993,6 +1146,8 @@ impl Engine {
                     output_tokens: r.output,
                     prompt_tokens: r.prompt,
                     arrival: r.arrival,
+                    first_token: None,
+                    preemptions: 0,
                 });
             }
             if let Some((n, reason)) = r.cut
@@ -1038,6 +1193,8 @@ impl Engine {
                         output_tokens: r.output + (d.g - r.g0) as u32,
                         prompt_tokens: r.prompt,
                         arrival: r.arrival,
+                        first_token: None,
+                        preemptions: 0,
                     });
                 }
             }
@@ -1077,7 +1234,7 @@ impl Engine {
             finished.sort_unstable_by_key(|f| f.0.seq);
         }
         for (mut r, reason, normal) in finished.drain(..) {
-            self.pool.release(&mut r.blocks);
+            Self::release(&mut self.pool, &mut r);
             if normal {
                 self.record_finished(&r, t);
             }
@@ -1102,7 +1259,7 @@ impl Engine {
             !decodes
         });
         self.stats.running = self.running.len() as u32 + self.decoders.len;
-        self.stats.waiting = self.waiting.len() as u32;
+        self.stats.waiting = self.waiting_now();
         self.stats.kv_usage = self.pool.usage();
         self.stats.now = t;
     }
@@ -1114,7 +1271,7 @@ impl Engine {
         self.cancel_pending = false;
         while let Some(pos) = self.running.iter().position(|r| r.cancelled.is_some()) {
             let mut r = self.running.remove(pos);
-            self.pool.release(&mut r.blocks);
+            Self::release(&mut self.pool, &mut r);
             let reason = r.cancelled.unwrap_or(FinishReason::Abort);
             self.finish(r, reason, t, events);
         }
@@ -1149,6 +1306,8 @@ impl Engine {
             output_tokens: r.output,
             prompt_tokens: r.prompt,
             arrival: r.arrival,
+            first_token: r.first_token,
+            preemptions: r.preemptions,
         });
     }
 }

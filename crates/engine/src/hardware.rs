@@ -25,12 +25,18 @@ pub struct GpuSpec {
     /// Dense FP8 tensor throughput, TFLOP/s (`None`: no FP8 tensor cores; FP8 weights then run
     /// as weight-only kernels at the BF16 rate).
     pub fp8_tflops: Option<f64>,
+    /// Dense FP4 tensor throughput, TFLOP/s (Blackwell: NVFP4 and MXFP4 weights run on it;
+    /// `None`: 4-bit weights are dequantised and run at the 16-bit rate).
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// Fraction of peak bandwidth a large streaming read achieves. Decode measured on vLLM
     /// lands at 55–77 % of the weight-read roofline (reference `perf/README.md` §0); GDDR
     /// parts sit at the low end.
     pub mem_efficiency: f64,
-    /// Fraction of peak tensor throughput prefill achieves (measured prefill MFU on vLLM is
-    /// 0.35–0.45, reference `perf/README.md` §0; BLIS calibrates H100 at 0.45).
+    /// Fraction of peak tensor throughput the model's GEMMs achieve. Fitted
+    /// (docs/performance-model.md) on vLLM 0.15 measurements: 0.70, near cuBLAS's large-GEMM
+    /// efficiency on Hopper; the reference's prefill MFU of 0.35–0.45 counts attention and
+    /// overheads that this model adds apart.
     pub compute_efficiency: f64,
     /// All-reduce bus bandwidth between GPUs of one node, GB/s (NVLink or PCIe, achieved).
     pub interconnect_gbps: f64,
@@ -81,10 +87,11 @@ fn gpu(
         mem_bandwidth_gbps: bw,
         bf16_tflops: bf16,
         fp8_tflops: fp8,
+        fp4_tflops: None,
         mem_efficiency: mem_eff,
-        compute_efficiency: 0.45,
+        compute_efficiency: COMPUTE_EFFICIENCY,
         interconnect_gbps: interconnect.0,
-        allreduce_latency_us: interconnect.1,
+        allreduce_latency_us: interconnect.1 * ALLREDUCE_LATENCY_SCALE,
         tdp_w: power.0,
         idle_w: power.1,
         sm_clock_mhz: clocks.0,
@@ -92,6 +99,13 @@ fn gpu(
         mem_clock_mhz: clocks.2,
     }
 }
+
+/// The GEMMs' share of peak tensor throughput, every GPU (fitted; see the field's doc).
+pub const COMPUTE_EFFICIENCY: f64 = 0.70;
+
+/// The fitted scale of the interconnects' nominal small all-reduce latencies below (vLLM's
+/// custom all-reduce beats NCCL's small-message latency; docs/performance-model.md).
+pub const ALLREDUCE_LATENCY_SCALE: f64 = 0.67;
 
 /// PCIe Gen4 x16 all-reduce: ~22 GB/s bus bandwidth, ~25 µs per small all-reduce.
 const PCIE4: (f64, f64) = (22.0, 25.0);
@@ -197,17 +211,62 @@ pub fn builtin_gpus() -> Vec<GpuSpec> {
             (700.0, 75.0),
             (1980.0, 345.0, 3201.0),
         ),
+        GpuSpec {
+            fp4_tflops: Some(9000.0),
+            ..gpu(
+                "B200",
+                "NVIDIA B200",
+                183359.0,
+                7700.0,
+                2250.0,
+                Some(4500.0),
+                0.80,
+                (740.0, 8.0),
+                (1000.0, 140.0),
+                (1965.0, 345.0, 3996.0),
+            )
+        },
+        GpuSpec {
+            fp4_tflops: Some(13500.0),
+            ..gpu(
+                "B300",
+                "NVIDIA B300 SXM6 AC",
+                275040.0,
+                7700.0,
+                2250.0,
+                Some(4500.0),
+                0.80,
+                (740.0, 8.0),
+                (1100.0, 150.0),
+                (1965.0, 345.0, 3996.0),
+            )
+        },
+        GpuSpec {
+            fp4_tflops: Some(10000.0),
+            ..gpu(
+                "GB200",
+                "NVIDIA GB200",
+                189471.0,
+                8000.0,
+                2500.0,
+                Some(5000.0),
+                0.80,
+                (740.0, 8.0),
+                (1200.0, 150.0),
+                (1965.0, 345.0, 3996.0),
+            )
+        },
         gpu(
-            "B200",
-            "NVIDIA B200",
-            183359.0,
-            7700.0,
-            2250.0,
-            Some(4500.0),
+            "H100-NVL",
+            "NVIDIA H100 NVL",
+            95830.0,
+            3900.0,
+            835.0,
+            Some(1670.0),
             0.80,
-            (740.0, 8.0),
-            (1000.0, 140.0),
-            (1965.0, 345.0, 3996.0),
+            PCIE5,
+            (400.0, 60.0),
+            (1785.0, 345.0, 2619.0),
         ),
     ]
 }
@@ -222,6 +281,8 @@ pub fn find_gpu(name: &str) -> Option<GpuSpec> {
         "A100" | "A100-80" | "A100-SXM-80GB" | "A100-80GB-SXM" => "A100-80GB",
         "A100-40" | "A100-40GB-SXM" => "A100-40GB",
         "B200-HGX" => "B200",
+        "B300-HGX" | "B300-SXM" => "B300",
+        "H100-SXM-PCIE" | "H100PCIE" => "H100-PCIe",
         other => other,
     };
     builtin_gpus()

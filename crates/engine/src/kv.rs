@@ -136,17 +136,66 @@ pub fn plan_memory(
     Ok(plan)
 }
 
-/// The block pool: a count of free blocks and, per request, how many it holds.
+/// A full block's identity in the prefix cache: the content it holds (a shared prefix's key,
+/// or a request's own) and its index from the start of the prompt. vLLM hashes each full
+/// block together with its parent's hash, so a block's identity is its content and position:
+/// two requests share block `i` only when they share every token up to it, which is what one
+/// key for a prefix and its index say.
+pub type BlockKey = (u64, u32);
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Requests holding it.
+    refs: u32,
+    /// Its tokens have been computed (only then can another request hit it).
+    computed: bool,
+    /// Its place in the eviction order while nobody holds it.
+    stamp: u64,
+}
+
+/// vLLM V1's prefix cache over full blocks: a block stays cached after its requests let go
+/// of it, among the free blocks, until an allocation needs it (least recently freed first).
+#[derive(Debug, Clone, Default)]
+struct PrefixCache {
+    entries: std::collections::HashMap<BlockKey, Entry>,
+    /// Cached blocks nobody holds, by when they were freed (the free queue's order).
+    evictable: std::collections::BTreeMap<u64, BlockKey>,
+    next_stamp: u64,
+}
+
+/// The block pool: a count of free blocks and, per request, how many it holds privately;
+/// with prefix caching, the prompt's full blocks are held as shared, refcounted cache
+/// entries instead.
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     total: u32,
+    /// Blocks neither held nor cached.
     free: u32,
+    cache: Option<PrefixCache>,
 }
 
 impl BlockPool {
-    /// A pool of `total` blocks, all free.
+    /// A pool of `total` blocks, all free, without prefix caching.
     pub fn new(total: u32) -> Self {
-        BlockPool { total, free: total }
+        BlockPool {
+            total,
+            free: total,
+            cache: None,
+        }
+    }
+
+    /// A pool of `total` blocks with vLLM's prefix cache.
+    pub fn with_prefix_cache(total: u32) -> Self {
+        BlockPool {
+            total,
+            free: total,
+            cache: Some(PrefixCache::default()),
+        }
+    }
+
+    /// Whether full prompt blocks are cached.
+    pub fn caches_prefixes(&self) -> bool {
+        self.cache.is_some()
     }
 
     /// Blocks in the pool.
@@ -154,12 +203,22 @@ impl BlockPool {
         self.total
     }
 
-    /// Blocks in use.
-    pub fn used(&self) -> u32 {
-        self.total - self.free
+    fn evictable(&self) -> u32 {
+        self.cache.as_ref().map_or(0, |c| c.evictable.len() as u32)
     }
 
-    /// Fraction of blocks in use, `vllm:kv_cache_usage_perc`.
+    /// Blocks an allocation can take: the free ones and the cached ones nobody holds.
+    pub fn available(&self) -> u32 {
+        self.free + self.evictable()
+    }
+
+    /// Blocks in use (held by a request).
+    pub fn used(&self) -> u32 {
+        self.total - self.available()
+    }
+
+    /// Fraction of blocks in use, `vllm:kv_cache_usage_perc` (cached blocks nobody holds
+    /// count as free, as vLLM counts them).
     pub fn usage(&self) -> f64 {
         if self.total == 0 {
             0.0
@@ -168,34 +227,142 @@ impl BlockPool {
         }
     }
 
-    /// Grows `held` to cover `tokens` tokens; false (and nothing taken) when the pool is short.
-    pub fn grow(&mut self, held: &mut u32, tokens: u64) -> bool {
-        let need = blocks_for(tokens);
-        if need <= *held {
-            return true;
-        }
-        let extra = need - *held;
-        if extra > self.free {
-            return false;
-        }
-        self.free -= extra;
-        *held = need;
-        true
-    }
-
-    /// Takes `n` free blocks; false (and nothing taken) when fewer are free.
+    /// Takes `n` blocks, evicting cached ones nobody holds (least recently freed first) when
+    /// the free ones run out; false (and nothing taken) when fewer are available.
     pub fn take(&mut self, n: u32) -> bool {
-        if n > self.free {
+        if n > self.available() {
             return false;
+        }
+        while self.free < n {
+            let Some(c) = self.cache.as_mut() else {
+                return false;
+            };
+            let Some((_, key)) = c.evictable.pop_first() else {
+                return false;
+            };
+            c.entries.remove(&key);
+            self.free += 1;
         }
         self.free -= n;
         true
     }
 
-    /// Returns a request's blocks to the pool.
+    /// Grows `held` (private blocks) to cover `tokens` tokens, of which the first `shared`
+    /// blocks are held as cache entries; false (and nothing taken) when the pool is short.
+    pub fn grow(&mut self, held: &mut u32, tokens: u64, shared: u32) -> bool {
+        let need = blocks_for(tokens).saturating_sub(shared);
+        if need <= *held {
+            return true;
+        }
+        if !self.take(need - *held) {
+            return false;
+        }
+        *held = need;
+        true
+    }
+
+    /// Returns a request's private blocks to the pool.
     pub fn release(&mut self, held: &mut u32) {
         self.free += *held;
         *held = 0;
+    }
+
+    /// How many of `keys` (a prompt's full blocks, in order) a new request can reuse: the
+    /// computed ones from the start, at most `max`.
+    pub fn hits(&self, keys: impl Iterator<Item = BlockKey>, max: u32) -> u32 {
+        let Some(c) = &self.cache else { return 0 };
+        let mut n = 0;
+        for k in keys.take(max as usize) {
+            match c.entries.get(&k) {
+                Some(e) if e.computed => n += 1,
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// The blocks holding `keys` would take that are not cached yet.
+    pub fn missing(&self, keys: impl Iterator<Item = BlockKey>) -> u32 {
+        let Some(c) = &self.cache else { return 0 };
+        keys.filter(|k| !c.entries.contains_key(k)).count() as u32
+    }
+
+    /// Holds the entries of `keys`, creating (and taking a block for) those not cached;
+    /// false (and nothing held) when the pool is short.
+    pub fn hold(&mut self, keys: &[BlockKey]) -> bool {
+        let need = self.missing(keys.iter().copied());
+        // A cached block nobody holds that this request is about to hold is not evictable.
+        let reused = self.cache.as_ref().map_or(0, |c| {
+            keys.iter()
+                .filter(|k| c.entries.get(k).is_some_and(|e| e.refs == 0))
+                .count() as u32
+        });
+        if need + reused > self.available() {
+            return false;
+        }
+        let Some(c) = self.cache.as_mut() else {
+            return true;
+        };
+        for k in keys {
+            if let Some(e) = c.entries.get_mut(k) {
+                if e.refs == 0 {
+                    c.evictable.remove(&e.stamp);
+                }
+                e.refs += 1;
+            }
+        }
+        let fresh: Vec<BlockKey> = keys
+            .iter()
+            .copied()
+            .filter(|k| !c.entries.contains_key(k))
+            .collect();
+        if !self.take(fresh.len() as u32) {
+            return false;
+        }
+        if let Some(c) = self.cache.as_mut() {
+            for k in fresh {
+                c.entries.insert(
+                    k,
+                    Entry {
+                        refs: 1,
+                        computed: false,
+                        stamp: 0,
+                    },
+                );
+            }
+        }
+        true
+    }
+
+    /// Marks `key` computed: from now on other requests can reuse it.
+    pub fn computed(&mut self, key: BlockKey) {
+        if let Some(e) = self.cache.as_mut().and_then(|c| c.entries.get_mut(&key)) {
+            e.computed = true;
+        }
+    }
+
+    /// Lets go of `keys` (in reverse, as vLLM frees a request's blocks, so that its last
+    /// blocks are evicted first): a computed block nobody holds stays cached, an uncomputed
+    /// one is freed.
+    pub fn unhold(&mut self, keys: &[BlockKey]) {
+        let Some(c) = self.cache.as_mut() else { return };
+        for k in keys.iter().rev() {
+            let Some(e) = c.entries.get_mut(k) else {
+                continue;
+            };
+            e.refs = e.refs.saturating_sub(1);
+            if e.refs > 0 {
+                continue;
+            }
+            if e.computed {
+                e.stamp = c.next_stamp;
+                c.next_stamp += 1;
+                c.evictable.insert(e.stamp, *k);
+            } else {
+                c.entries.remove(k);
+                self.free += 1;
+            }
+        }
     }
 }
 
@@ -288,13 +455,35 @@ mod tests {
     fn blocks() {
         let mut pool = BlockPool::new(4);
         let (mut a, mut b) = (0, 0);
-        assert!(pool.grow(&mut a, 17)); // 2 blocks
-        assert!(pool.grow(&mut a, 32)); // still 2
-        assert!(!pool.grow(&mut b, 48)); // 3 needed, 2 free
+        assert!(pool.grow(&mut a, 17, 0)); // 2 blocks
+        assert!(pool.grow(&mut a, 32, 0)); // still 2
+        assert!(!pool.grow(&mut b, 48, 0)); // 3 needed, 2 free
         assert_eq!(b, 0);
-        assert!(pool.grow(&mut b, 32));
+        assert!(pool.grow(&mut b, 32, 0));
         assert_eq!(pool.usage(), 1.0);
         pool.release(&mut a);
         assert_eq!((a, pool.used()), (0, 2));
+    }
+
+    #[test]
+    fn cached_blocks_are_reused_until_evicted_least_recently_freed_first() {
+        let mut pool = BlockPool::with_prefix_cache(4);
+        let a = [(7, 0), (7, 1)];
+        assert!(pool.hold(&a));
+        assert_eq!(pool.hits(a.iter().copied(), 2), 0, "not computed yet");
+        pool.computed((7, 0));
+        pool.computed((7, 1));
+        assert_eq!(pool.hits(a.iter().copied(), 2), 2);
+        // A second holder takes no new block.
+        assert!(pool.hold(&a));
+        assert_eq!(pool.used(), 2);
+        pool.unhold(&a);
+        pool.unhold(&a);
+        // Cached but free: usage 0, still a hit.
+        assert_eq!((pool.used(), pool.hits(a.iter().copied(), 2)), (0, 2));
+        // Taking three blocks evicts one cached block: the last one of the prompt first.
+        assert!(pool.take(3));
+        assert_eq!(pool.hits(a.iter().copied(), 2), 1);
+        assert!(!pool.take(2));
     }
 }

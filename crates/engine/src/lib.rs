@@ -24,14 +24,17 @@ pub mod cost;
 mod engine;
 pub mod fleet;
 pub mod hardware;
+pub mod hf;
 pub mod kv;
 pub mod model;
 mod profile;
+pub mod settings;
 pub mod stats;
 
 pub use engine::{
-    ColdStart, Engine, EngineConfig, Event, EventKind, OutputLength, RequestSpec, Warmup,
+    ColdStart, Engine, EngineConfig, Event, EventKind, OutputLength, Prefix, RequestSpec, Warmup,
     capture_sizes,
 };
 pub use inferscale_rng::{Rng, mix};
 pub use profile::{PROFILES, Profile, profile};
+pub use settings::{Settings, SettingsError};

@@ -16,17 +16,65 @@ pub enum WeightDtype {
     /// FP8 linear layers (one byte per parameter); embeddings and the LM head stay 16-bit, as in
     /// vLLM's FP8 checkpoints.
     Fp8,
+    /// 4-bit integer weights with 16-bit group scales (AWQ, GPTQ; groups of 128): weight-only,
+    /// computed at the 16-bit rate after dequantisation.
+    Int4,
+    /// OCP MXFP4: 4-bit floats with an 8-bit scale per 32 (gpt-oss's experts).
+    Mxfp4,
+    /// NVIDIA NVFP4: 4-bit floats with an 8-bit scale per 16 (Blackwell's FP4 tensor cores).
+    Nvfp4,
 }
 
 impl WeightDtype {
-    /// Bytes per parameter of the decoder's linear layers.
+    /// Bytes per parameter of the decoder's linear layers, scales included.
     pub fn bytes(self) -> f64 {
         match self {
             WeightDtype::Bf16 => 2.0,
             WeightDtype::Fp8 => 1.0,
+            WeightDtype::Int4 => 0.5 + 2.0 / 128.0,
+            WeightDtype::Mxfp4 => 0.5 + 1.0 / 32.0,
+            WeightDtype::Nvfp4 => 0.5 + 1.0 / 16.0,
         }
     }
+
+    /// The name vLLM's `--quantization` and the checkpoints use.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::Bf16 => "bf16",
+            WeightDtype::Fp8 => "fp8",
+            WeightDtype::Int4 => "int4",
+            WeightDtype::Mxfp4 => "mxfp4",
+            WeightDtype::Nvfp4 => "nvfp4",
+        }
+    }
+
+    /// Reads a dtype or quantisation method as users and checkpoints write it (`fp16`,
+    /// `bfloat16`, `fp8`, `awq`, `gptq`, `int4`, `mxfp4`, `nvfp4`, `modelopt_fp4`).
+    pub fn parse(s: &str) -> Option<WeightDtype> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "bf16" | "fp16" | "bfloat16" | "float16" | "half" | "auto" => WeightDtype::Bf16,
+            "fp8" | "float8" | "fp8_e4m3" | "compressed-tensors-fp8" => WeightDtype::Fp8,
+            "int4" | "awq" | "gptq" | "awq_marlin" | "gptq_marlin" | "w4a16" => WeightDtype::Int4,
+            "mxfp4" => WeightDtype::Mxfp4,
+            "nvfp4" | "modelopt_fp4" | "fp4" => WeightDtype::Nvfp4,
+            _ => return None,
+        })
+    }
 }
+
+/// Layers that attend over a sliding window of the last tokens only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sliding {
+    /// The window, tokens.
+    pub window: u32,
+    /// How many of the layers use it (the others attend to everything).
+    pub layers: u32,
+}
+
+/// The context a sliding-window layer's share of the per-token KV and attention is taken
+/// against: vLLM frees a sliding layer's blocks once they leave the window, so per token of
+/// a request of this length it holds `window / length` of what a full layer holds.
+pub const SLIDING_REFERENCE_CONTEXT: f64 = 4096.0;
 
 /// A mixture-of-experts feed-forward.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +127,22 @@ pub struct ModelSpec {
     /// Measured loaded size in the native dtype, GiB, when known (overrides the estimate).
     #[serde(default)]
     pub loaded_gib: Option<f64>,
+    /// Multi-head latent attention (DeepSeek): the cached latent per token per layer
+    /// (`kv_lora_rank + qk_rope_head_dim`), replicated on every tensor-parallel rank.
+    #[serde(default)]
+    pub kv_latent_dim: Option<u32>,
+    /// Per head, the query-key and value dimensions attention multiplies over (`None`:
+    /// `head_dim` both; MLA's absorbed decode: `kv_lora_rank + qk_rope_head_dim` and
+    /// `kv_lora_rank`).
+    #[serde(default)]
+    pub attn_dims: Option<(u32, u32)>,
+    /// Sliding-window layers.
+    #[serde(default)]
+    pub sliding: Option<Sliding>,
+    /// The routed experts' own storage when it differs from the rest (gpt-oss: MXFP4
+    /// experts, 16-bit attention).
+    #[serde(default)]
+    pub expert_dtype: Option<WeightDtype>,
 }
 
 fn default_dtype() -> WeightDtype {
@@ -119,13 +183,25 @@ impl ModelSpec {
         }
     }
 
+    /// Bytes per routed-expert parameter with the weights in `dtype`: the experts' own
+    /// storage when the checkpoint keeps them apart and the weights are as published.
+    fn expert_bytes(&self, dtype: WeightDtype) -> f64 {
+        match self.expert_dtype {
+            Some(e) if dtype == self.native_dtype => e.bytes(),
+            _ => dtype.bytes(),
+        }
+    }
+
+    fn routed_params(&self) -> f64 {
+        self.moe.as_ref().map_or(0.0, |m| m.expert_params_b * 1e9)
+    }
+
     /// Bytes the weights take on the GPUs (all ranks together).
     pub fn loaded_bytes(&self, dtype: WeightDtype) -> f64 {
         if let (Some(gib), true) = (self.loaded_gib, dtype == self.native_dtype) {
             return gib * GIB;
         }
-        self.decoder_params() * dtype.bytes()
-            + (self.embed_params() + self.untied_head_params() + self.extra_params_b * 1e9) * 2.0
+        self.loaded_bytes_estimate(dtype)
     }
 
     /// Bytes a forward pass reads from the weights (all ranks together) when `tokens` tokens
@@ -146,13 +222,15 @@ impl ModelSpec {
                 let unused =
                     (1.0 - f64::from(m.top_k) / f64::from(m.experts)).powi(tokens.max(1) as i32);
                 let scale = self.loaded_bytes(dtype) / self.loaded_bytes_estimate(dtype);
-                all - m.expert_params_b * 1e9 * dtype.bytes() * scale * unused
+                all - m.expert_params_b * 1e9 * self.expert_bytes(dtype) * scale * unused
             }
         }
     }
 
     fn loaded_bytes_estimate(&self, dtype: WeightDtype) -> f64 {
-        self.decoder_params() * dtype.bytes()
+        let routed = self.routed_params();
+        (self.decoder_params() - routed) * dtype.bytes()
+            + routed * self.expert_bytes(dtype)
             + (self.embed_params() + self.untied_head_params() + self.extra_params_b * 1e9) * 2.0
     }
 
@@ -161,314 +239,44 @@ impl ModelSpec {
         2.0 * self.embed_params()
     }
 
-    /// KV-cache bytes per token on one GPU with tensor parallelism `tp` (key heads are split
-    /// across ranks; a rank holds at least one).
+    /// Layers weighted by how much of a request's context they keep: a full layer counts 1,
+    /// a sliding one `window / SLIDING_REFERENCE_CONTEXT` (at most 1).
+    fn effective_layers(&self) -> f64 {
+        let layers = f64::from(self.layers);
+        match self.sliding {
+            Some(s) if s.layers > 0 => {
+                let sl = f64::from(s.layers.min(self.layers));
+                layers - sl + sl * (f64::from(s.window) / SLIDING_REFERENCE_CONTEXT).min(1.0)
+            }
+            _ => layers,
+        }
+    }
+
+    /// KV-cache bytes per token on one GPU with tensor parallelism `tp`: key and value heads
+    /// are split across ranks (a rank holds at least one); MLA's latent is replicated.
     pub fn kv_bytes_per_token(&self, tp: u32, kv_dtype_bytes: f64) -> f64 {
+        if let Some(latent) = self.kv_latent_dim {
+            return self.effective_layers() * f64::from(latent) * kv_dtype_bytes;
+        }
         let heads = (self.kv_heads / tp.max(1)).max(1);
-        2.0 * f64::from(self.layers) * f64::from(heads) * f64::from(self.head_dim) * kv_dtype_bytes
+        2.0 * self.effective_layers() * f64::from(heads) * f64::from(self.head_dim) * kv_dtype_bytes
     }
 
     /// Attention FLOPs for one query token over `context` tokens, all layers and heads.
     pub fn attention_flops_per_context_token(&self) -> f64 {
-        4.0 * f64::from(self.layers) * f64::from(self.q_heads) * f64::from(self.head_dim)
+        let (qk, v) = self.attn_dims.unwrap_or((self.head_dim, self.head_dim));
+        2.0 * self.effective_layers() * f64::from(self.q_heads) * f64::from(qk + v)
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn model(
-    name: &str,
-    hf_id: &str,
-    params_b: f64,
-    shape: (u32, u32, u32, u32, u32),
-    intermediate: u32,
-    vocab: u32,
-    max_context: u32,
-    tied: bool,
-) -> ModelSpec {
-    let (layers, hidden, q_heads, kv_heads, head_dim) = shape;
-    ModelSpec {
-        name: name.to_owned(),
-        hf_id: hf_id.to_owned(),
-        params_b,
-        layers,
-        hidden,
-        q_heads,
-        kv_heads,
-        head_dim,
-        intermediate,
-        vocab,
-        max_context,
-        tied_embeddings: tied,
-        extra_params_b: 0.0,
-        moe: None,
-        native_dtype: WeightDtype::Bf16,
-        loaded_gib: None,
-    }
-}
-
-/// The built-in models.
+/// The built-in models (`crates/engine/models/*.json`, read by [`crate::hf`]).
 pub fn builtin_models() -> Vec<ModelSpec> {
-    let mut v = vec![
-        model(
-            "Llama-3.2-1B",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            1.24,
-            (16, 2048, 32, 8, 64),
-            8192,
-            128256,
-            131072,
-            true,
-        ),
-        model(
-            "Llama-3.2-3B",
-            "meta-llama/Llama-3.2-3B-Instruct",
-            3.21,
-            (28, 3072, 24, 8, 128),
-            8192,
-            128256,
-            131072,
-            true,
-        ),
-        model(
-            "Llama-3.1-8B",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            8.03,
-            (32, 4096, 32, 8, 128),
-            14336,
-            128256,
-            131072,
-            false,
-        ),
-        model(
-            "Llama-3.1-70B",
-            "meta-llama/Llama-3.1-70B-Instruct",
-            70.6,
-            (80, 8192, 64, 8, 128),
-            28672,
-            128256,
-            131072,
-            false,
-        ),
-        model(
-            "Llama-2-7B",
-            "meta-llama/Llama-2-7b-hf",
-            6.74,
-            (32, 4096, 32, 32, 128),
-            11008,
-            32000,
-            4096,
-            false,
-        ),
-        model(
-            "Llama-2-70B",
-            "meta-llama/Llama-2-70b-hf",
-            69.0,
-            (80, 8192, 64, 8, 128),
-            28672,
-            32000,
-            4096,
-            false,
-        ),
-        model(
-            "CodeLlama-34B",
-            "codellama/CodeLlama-34b-Instruct-hf",
-            33.7,
-            (48, 8192, 64, 8, 128),
-            22016,
-            32000,
-            16384,
-            false,
-        ),
-        model(
-            "Mistral-7B",
-            "mistralai/Mistral-7B-Instruct-v0.3",
-            7.25,
-            (32, 4096, 32, 8, 128),
-            14336,
-            32768,
-            32768,
-            false,
-        ),
-        model(
-            "Ministral-8B",
-            "mistralai/Ministral-8B-Instruct-2410",
-            8.02,
-            (36, 4096, 32, 8, 128),
-            12288,
-            131072,
-            32768,
-            false,
-        ),
-        model(
-            "Qwen2.5-0.5B",
-            "Qwen/Qwen2.5-0.5B-Instruct",
-            0.49,
-            (24, 896, 14, 2, 64),
-            4864,
-            151936,
-            32768,
-            true,
-        ),
-        model(
-            "Qwen2.5-1.5B",
-            "Qwen/Qwen2.5-1.5B-Instruct",
-            1.54,
-            (28, 1536, 12, 2, 128),
-            8960,
-            151936,
-            32768,
-            true,
-        ),
-        model(
-            "Qwen2.5-3B",
-            "Qwen/Qwen2.5-3B-Instruct",
-            3.09,
-            (36, 2048, 16, 2, 128),
-            11008,
-            151936,
-            32768,
-            true,
-        ),
-        model(
-            "Qwen2.5-7B",
-            "Qwen/Qwen2.5-7B-Instruct",
-            7.62,
-            (28, 3584, 28, 4, 128),
-            18944,
-            152064,
-            32768,
-            false,
-        ),
-        model(
-            "Qwen2.5-14B",
-            "Qwen/Qwen2.5-14B-Instruct",
-            14.7,
-            (48, 5120, 40, 8, 128),
-            13824,
-            152064,
-            32768,
-            false,
-        ),
-        model(
-            "Qwen2.5-32B",
-            "Qwen/Qwen2.5-32B-Instruct",
-            32.5,
-            (64, 5120, 40, 8, 128),
-            27648,
-            152064,
-            32768,
-            false,
-        ),
-        model(
-            "Qwen2.5-72B",
-            "Qwen/Qwen2.5-72B-Instruct",
-            72.7,
-            (80, 8192, 64, 8, 128),
-            29568,
-            152064,
-            32768,
-            false,
-        ),
-        model(
-            "Qwen3-0.6B",
-            "Qwen/Qwen3-0.6B",
-            0.6,
-            (28, 1024, 16, 8, 128),
-            3072,
-            151936,
-            40960,
-            true,
-        ),
-        model(
-            "Qwen3-1.7B",
-            "Qwen/Qwen3-1.7B",
-            1.7,
-            (28, 2048, 16, 8, 128),
-            6144,
-            151936,
-            40960,
-            true,
-        ),
-        model(
-            "Qwen3-4B",
-            "Qwen/Qwen3-4B",
-            4.0,
-            (36, 2560, 32, 8, 128),
-            9728,
-            151936,
-            40960,
-            true,
-        ),
-        model(
-            "Qwen3-8B",
-            "Qwen/Qwen3-8B",
-            8.2,
-            (36, 4096, 32, 8, 128),
-            12288,
-            151936,
-            40960,
-            false,
-        ),
-        model(
-            "Qwen3-14B",
-            "Qwen/Qwen3-14B",
-            14.8,
-            (40, 5120, 40, 8, 128),
-            17408,
-            151936,
-            40960,
-            false,
-        ),
-        model(
-            "Qwen3-32B",
-            "Qwen/Qwen3-32B",
-            32.8,
-            (64, 5120, 64, 8, 128),
-            25600,
-            151936,
-            40960,
-            false,
-        ),
-    ];
-    let mut mixtral = model(
-        "Mixtral-8x7B",
-        "mistralai/Mixtral-8x7B-Instruct-v0.1",
-        46.7,
-        (32, 4096, 32, 8, 128),
-        14336,
-        32000,
-        32768,
-        false,
-    );
-    // 8 experts × 3 matrices × 4096 × 14336 × 32 layers.
-    mixtral.moe = Some(Moe {
-        experts: 8,
-        top_k: 2,
-        expert_params_b: 45.1,
-    });
-    v.push(mixtral);
-    let mut ministral3 = model(
-        "Ministral-3-8B",
-        "mistralai/Ministral-3-8B-Instruct-2512",
-        8.4,
-        (34, 4096, 32, 8, 128),
-        14336,
-        131072,
-        262144,
-        false,
-    );
-    ministral3.extra_params_b = 0.4; // vision encoder
-    ministral3.native_dtype = WeightDtype::Fp8;
-    ministral3.loaded_gib = Some(9.81);
-    v.push(ministral3);
-    v
+    crate::hf::builtin()
 }
 
 /// Finds a built-in model by short name or Hugging Face id, ignoring case.
 pub fn find_model(name: &str) -> Option<ModelSpec> {
-    builtin_models()
-        .into_iter()
-        .find(|m| m.name.eq_ignore_ascii_case(name) || m.hf_id.eq_ignore_ascii_case(name))
+    crate::hf::find(name)
 }
 
 #[cfg(test)]

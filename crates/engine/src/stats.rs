@@ -162,8 +162,10 @@ pub struct Stats {
     pub preemptions: u64,
     /// Finished requests by reason: stop, length, abort, error, repetition.
     pub success: [u64; 5],
-    /// Prefix-cache token queries (all prompt tokens; no prefix caching is simulated).
+    /// Prefix-cache token queries (the prompt tokens of every request admitted).
     pub prefix_cache_queries: u64,
+    /// Prompt tokens found in the prefix cache (`vllm:prefix_cache_hits`).
+    pub prefix_cache_hits: u64,
     /// Tokens per step.
     pub iteration_tokens: Hist,
     /// Prompt tokens per request.
@@ -266,6 +268,7 @@ impl Stats {
             preemptions: 0,
             success: [0; 5],
             prefix_cache_queries: 0,
+            prefix_cache_hits: 0,
             iteration_tokens: h(BucketFamily::IterationTokens),
             request_prompt_tokens: h(BucketFamily::RequestTokens),
             request_generation_tokens: h(BucketFamily::RequestTokens),

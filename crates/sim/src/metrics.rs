@@ -88,6 +88,8 @@ pub(crate) struct Context<'a> {
     pub(crate) gpu_memory_utilization: f64,
     /// KV cache dtype label (`auto`, `fp8`).
     pub(crate) cache_dtype: &'a str,
+    /// Whether prefix caching is on.
+    pub(crate) prefix_caching: bool,
     /// Also serve the pre-0.11 names.
     pub(crate) show_deprecated: bool,
     /// The simulator process's own numbers for `process_*`.
@@ -248,10 +250,13 @@ fn scalar(value: Value, extra: Option<&str>, s: &Stats) -> f64 {
         },
         Value::KvCacheUsage => s.kv_usage,
         Value::PrefixCacheQueries => u(s.prefix_cache_queries),
+        Value::PrefixCacheHits => u(s.prefix_cache_hits),
         Value::Preemptions => u(s.preemptions),
         Value::PromptTokens => u(s.prompt_tokens),
+        // Prompt tokens the engine computed, and those the prefix cache supplied.
         Value::PromptTokensBySource => match extra {
-            Some("local_compute") => u(s.prompt_tokens),
+            Some("local_compute") => u(s.prompt_tokens.saturating_sub(s.prefix_cache_hits)),
+            Some("local_cache_hit") => u(s.prefix_cache_hits),
             _ => 0.0,
         },
         Value::GenerationTokens => u(s.generation_tokens),
@@ -466,8 +471,9 @@ pub(crate) fn exposition<'a>(
                     "num_gpu_blocks" => Cow::Owned(blocks.clone()),
                     "gpu_memory_utilization" => Cow::Owned(util.clone()),
                     "cache_dtype" => Cow::Owned(ctx.cache_dtype.to_owned()),
-                    // Prefix caching is not simulated, and the label says so.
-                    "enable_prefix_caching" => Cow::Borrowed("False"),
+                    "enable_prefix_caching" => {
+                        Cow::Borrowed(if ctx.prefix_caching { "True" } else { "False" })
+                    }
                     _ => Cow::Borrowed(*v),
                 };
                 (Cow::Borrowed(*k), v)

@@ -54,6 +54,7 @@ impl Exporter {
             model_name: &self.model_name,
             created: self.created_unix,
             gpu_memory_utilization: self.cfg.gpu_memory_utilization,
+            prefix_caching: self.cfg.prefix_caching,
             cache_dtype: if self.cfg.kv_dtype_bytes < 2.0 {
                 "fp8"
             } else {

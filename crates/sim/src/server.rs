@@ -371,6 +371,7 @@ async fn vllm_metrics(r: &Replica) -> Response<Body> {
         model_name: &r.cfg.served_model_name,
         created: r.created_unix,
         gpu_memory_utilization: r.cfg.engine.gpu_memory_utilization,
+        prefix_caching: r.cfg.engine.prefix_caching,
         cache_dtype: if r.cfg.engine.kv_dtype_bytes < 2.0 {
             "fp8"
         } else {

@@ -3,9 +3,11 @@
 pub(crate) mod analyze;
 pub(crate) mod check;
 pub(crate) mod docs;
+pub(crate) mod fidelity;
 pub(crate) mod generate;
 pub(crate) mod load;
 pub(crate) mod monitor;
+pub(crate) mod predict;
 pub(crate) mod query;
 pub(crate) mod rehearse;
 pub(crate) mod run;

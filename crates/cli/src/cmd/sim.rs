@@ -229,7 +229,7 @@ pub(crate) fn describe(cfg: &SimConfig, sim: &Sim) -> String {
     }
     let dtype = match e.dtype {
         WeightDtype::Bf16 => "bf16",
-        WeightDtype::Fp8 => "fp8",
+        other => other.name(),
     };
     s.push_str(&format!(
         "  model   {} ({}), {dtype} weights {:.2} GiB, KV cache {}\n",

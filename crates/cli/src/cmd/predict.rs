@@ -1,0 +1,393 @@
+//! `inferscale predict`: throughput, latency and capacity from the engine model.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use inferscale_catalog::units::format_seconds;
+use inferscale_engine::hardware::{GpuSpec, builtin_gpus, find_gpu};
+use inferscale_engine::model::{ModelSpec, WeightDtype, find_model};
+use inferscale_engine::{EngineConfig, Settings};
+use inferscale_predict::capacity::{Plan, plan, saturation_rps};
+use inferscale_predict::summary::Stats;
+use inferscale_predict::workload::{Dist, Load, SharedPrefix, Workload};
+use inferscale_predict::{Summary, predict};
+
+use crate::cli::{ArrivalsArg, PredictArgs};
+use crate::exit;
+use crate::input::{cap, read_text};
+use crate::output::emit;
+
+fn gpus(args: &PredictArgs) -> Result<Vec<GpuSpec>> {
+    if let Some(p) = &args.gpu_spec {
+        return Ok(vec![crate::input::read_json::<GpuSpec>(p, "GPU spec")?]);
+    }
+    args.gpu
+        .iter()
+        .map(|g| {
+            find_gpu(g.trim()).ok_or_else(|| {
+                anyhow!(
+                    "--gpu {g:?}: unknown GPU (known: {})",
+                    builtin_gpus()
+                        .iter()
+                        .map(|g| g.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+fn model(args: &PredictArgs) -> Result<ModelSpec> {
+    if let Some(p) = &args.model_config {
+        let text = read_text(p, "model config", cap::SMALL)?;
+        let name = p
+            .parent()
+            .and_then(|d| d.file_name())
+            .map_or("model".to_owned(), |n| n.to_string_lossy().into_owned());
+        return inferscale_engine::hf::from_config(&text, &name)
+            .map_err(|e| anyhow!("{}: {e}", p.display()));
+    }
+    let name = args.model.as_deref().unwrap_or_default();
+    find_model(name).ok_or_else(|| {
+        anyhow!(
+            "--model {name:?}: not a built-in model; pass its Hugging Face config.json with --model-config"
+        )
+    })
+}
+
+fn settings(args: &PredictArgs) -> Result<Settings> {
+    let dtype = match &args.dtype {
+        None => None,
+        Some(d) => Some(WeightDtype::parse(d).ok_or_else(|| {
+            anyhow!("--dtype {d:?}: expected bf16, fp16, fp8, int4 (awq, gptq), mxfp4 or nvfp4")
+        })?),
+    };
+    Ok(Settings {
+        tensor_parallel_size: args.tp,
+        dtype,
+        kv_dtype_bytes: args
+            .kv_cache_dtype
+            .as_deref()
+            .map(|k| if k == "fp8" { 1.0 } else { 2.0 }),
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_model_len: args.max_model_len,
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        enforce_eager: args.enforce_eager.then_some(true),
+    })
+}
+
+fn workload(args: &PredictArgs) -> Result<Workload> {
+    let load = match (args.rps, args.concurrency, args.offline, args.sequential) {
+        (Some(rps), ..) => Load::Rate {
+            rps,
+            poisson: args.arrivals == ArrivalsArg::Poisson,
+        },
+        (_, Some(c), ..) if c > 0 => Load::Concurrency { clients: c },
+        (_, _, Some(n), _) if n > 0 => Load::Offline { requests: n },
+        (_, _, _, Some(n)) if n > 0 => Load::Sequential,
+        (None, None, None, None) => {
+            bail!("give a load: --rps R, --concurrency N, --offline N or --sequential N")
+        }
+        _ => bail!("the load's count must be at least 1"),
+    };
+    if args.input == 0 || args.output == 0 {
+        bail!("--input and --output must be at least 1 token");
+    }
+    if args.duration.is_zero() || args.duration.as_secs() > 7 * 86_400 {
+        bail!("--duration must be between 1 s and a week");
+    }
+    let prefix = match (&args.prompt_pool, &args.shared_prefix) {
+        (Some(n), _) if *n > 0 => Some(SharedPrefix::Pool { prompts: *n }),
+        (Some(_), _) => bail!("--prompt-pool must be at least 1"),
+        (None, Some(s)) => {
+            let (t, g) = s.split_once('x').ok_or_else(|| {
+                anyhow!("--shared-prefix {s:?}: expected TOKENSxGROUPS, e.g. 200x4")
+            })?;
+            let parse = |v: &str, what: &str| {
+                v.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        anyhow!("--shared-prefix {s:?}: {what} {v:?} is not a positive number")
+                    })
+            };
+            Some(SharedPrefix::System {
+                tokens: parse(t, "tokens")?,
+                groups: parse(g, "groups")?,
+            })
+        }
+        (None, None) => None,
+    };
+    Ok(Workload {
+        input: match args.input_std.filter(|s| *s > 0.0) {
+            Some(sd) => Dist::Normal {
+                mean: f64::from(args.input),
+                std: sd,
+                min: (f64::from(args.input) - 4.0 * sd).max(1.0) as u32,
+                max: (f64::from(args.input) + 4.0 * sd) as u32,
+            },
+            None => Dist::Fixed { n: args.input },
+        },
+        output: Dist::Fixed { n: args.output },
+        load,
+        duration_s: args.duration.as_secs_f64(),
+        requests: args.sequential.or(args.offline).map(u64::from),
+        timeout_s: args.timeout.map(|d| d.as_secs_f64()),
+        prefix,
+        warm: !args.cold,
+        seed: 1,
+    })
+}
+
+fn engine(
+    gpu: &GpuSpec,
+    model: &ModelSpec,
+    s: &Settings,
+    args: &PredictArgs,
+) -> Result<EngineConfig> {
+    let mut cfg = EngineConfig::new(gpu.clone(), model.clone());
+    s.apply(&mut cfg)?;
+    cfg.prefix_caching = !args.no_prefix_caching;
+    let longest = args.input + args.output;
+    if args.max_model_len.is_none() {
+        cfg.max_model_len = cfg
+            .max_model_len
+            .max(longest.next_multiple_of(1024))
+            .min(model.max_context.max(longest));
+    }
+    if longest > cfg.max_model_len {
+        bail!(
+            "a request of {longest} tokens (--input + --output) exceeds --max-model-len {}",
+            cfg.max_model_len
+        );
+    }
+    cfg.memory_plan().map_err(|e| {
+        anyhow!(
+            "{} on {}× {} does not fit: {e}",
+            model.name,
+            cfg.tensor_parallel_size,
+            gpu.name
+        )
+    })?;
+    Ok(cfg)
+}
+
+fn prices(args: &PredictArgs) -> Result<Vec<(String, f64)>> {
+    args.price
+        .iter()
+        .map(|p| {
+            let (g, v) = p.split_once('=').ok_or_else(|| {
+                anyhow!("--price {p:?}: expected GPU=USD_PER_HOUR, e.g. H100=3.93")
+            })?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| anyhow!("--price {p:?}: {v:?} is not a price in dollars"))?;
+            Ok((g.trim().to_owned(), v))
+        })
+        .collect()
+}
+
+fn lat(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), format_seconds)
+}
+
+fn row(out: &mut String, name: &str, s: &Stats) {
+    let _ = writeln!(
+        out,
+        "  {name:<6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        lat(s.mean),
+        lat(s.p50),
+        lat(s.p90),
+        lat(s.p95),
+        lat(s.p99)
+    );
+}
+
+fn describe(cfg: &EngineConfig, w: &Workload) -> String {
+    let plan = cfg.memory_plan().ok();
+    let load = match w.load {
+        Load::Rate { rps, poisson } => format!(
+            "{} {rps} req/s for {}",
+            if poisson { "Poisson" } else { "constant" },
+            inferscale_catalog::units::format_duration(std::time::Duration::from_secs_f64(
+                w.duration_s
+            ))
+        ),
+        Load::Concurrency { clients } => format!("{clients} clients in a closed loop"),
+        Load::Offline { requests } => format!("{requests} requests at once"),
+        Load::Sequential => "one request at a time".to_owned(),
+    };
+    format!(
+        "{} ({}) on {}× {}: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, KV cache {} blocks ({} tokens){}\nworkload: {:.0} → {} tokens, {load}\n",
+        cfg.model.name,
+        cfg.dtype.name(),
+        cfg.tensor_parallel_size,
+        cfg.gpu.name,
+        cfg.max_num_seqs,
+        cfg.max_num_batched_tokens,
+        cfg.max_model_len,
+        plan.as_ref().map_or(0, |p| p.num_blocks),
+        plan.as_ref().map_or(0, |p| p.kv_tokens()),
+        if cfg.enforce_eager { ", eager" } else { "" },
+        w.input.mean(),
+        w.output.max(),
+    )
+}
+
+fn summary_text(s: &Summary, saturation: Option<f64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  throughput {:.2} req/s, {:.0} output tok/s ({} finished, {} timed out)",
+        s.throughput_rps, s.output_tps, s.completed, s.failed
+    );
+    let _ = writeln!(
+        out,
+        "  {:<6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "", "mean", "p50", "p90", "p95", "p99"
+    );
+    row(&mut out, "TTFT", &s.ttft);
+    row(&mut out, "ITL", &s.itl);
+    row(&mut out, "TPOT", &s.tpot);
+    row(&mut out, "E2E", &s.e2e);
+    let _ = writeln!(
+        out,
+        "  queue max {}, mean {:.1}; KV cache up to {:.0} % of {} blocks; {} preemptions",
+        s.queue_max,
+        s.queue_mean,
+        s.kv_max * 100.0,
+        s.kv_blocks,
+        s.preemptions
+    );
+    if let Some(r) = saturation {
+        let _ = writeln!(
+            out,
+            "  saturation: one replica sustains up to ≈ {r:.1} req/s"
+        );
+    }
+    out
+}
+
+/// Runs the command.
+pub(crate) fn run(args: &PredictArgs) -> Result<ExitCode> {
+    let gpus = gpus(args)?;
+    let model = model(args)?;
+    let s = settings(args)?;
+    let w = workload(args)?;
+    let prices = prices(args)?;
+    for (g, _) in &prices {
+        if !gpus.iter().any(|x| x.name.eq_ignore_ascii_case(g)) {
+            bail!("--price {g}=…: {g} is not one of the --gpu values");
+        }
+    }
+    let cfgs: Vec<EngineConfig> = gpus
+        .iter()
+        .map(|g| engine(g, &model, &s, args))
+        .collect::<Result<_>>()?;
+    if let Some(slo) = args.target_p95_e2e {
+        let target = args.rps.unwrap_or_default();
+        let mut plans: Vec<(String, Option<Plan>)> = Vec::new();
+        for cfg in &cfgs {
+            let price = prices
+                .iter()
+                .find(|(g, _)| g.eq_ignore_ascii_case(&cfg.gpu.name))
+                .map(|(_, p)| *p);
+            let p = plan(cfg, &w, target, slo.as_secs_f64(), price)
+                .with_context(|| format!("{} on {}", model.name, cfg.gpu.name))?;
+            plans.push((cfg.gpu.name.clone(), p));
+        }
+        if args.json {
+            let v: Vec<serde_json::Value> = plans
+                .iter()
+                .map(|(g, p)| serde_json::json!({"gpu": g, "plan": p}))
+                .collect();
+            emit(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "version": 1, "model": model.name, "target_rps": target,
+                    "target_p95_e2e_s": slo.as_secs_f64(), "workload": w, "gpus": v,
+                }))?
+            ))?;
+            return Ok(ExitCode::from(exit::SUCCESS));
+        }
+        let mut out = describe(&cfgs[0], &w);
+        let _ = writeln!(
+            out,
+            "\n{target} req/s within a p95 end-to-end latency of {}:\n",
+            format_seconds(slo.as_secs_f64())
+        );
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>12} {:>9} {:>6} {:>12} {:>10} {:>14}",
+            "GPU", "per replica", "replicas", "GPUs", "p95 e2e", "$/hour", "$/M out tokens"
+        );
+        for (g, p) in &plans {
+            match p {
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "  {g:<10} not even one request at a time meets the SLO"
+                    );
+                }
+                Some(p) => {
+                    let _ = writeln!(
+                        out,
+                        "  {g:<10} {:>7.1} req/s {:>9} {:>6} {:>12} {:>10} {:>14}",
+                        p.per_replica_rps,
+                        p.replicas,
+                        p.gpus,
+                        lat(p.at_target.e2e.p95),
+                        p.usd_per_hour.map_or("-".to_owned(), |v| format!("{v:.2}")),
+                        p.usd_per_million_output_tokens
+                            .map_or("-".to_owned(), |v| format!("{v:.3}"))
+                    );
+                }
+            }
+        }
+        emit(&out)?;
+        return Ok(ExitCode::from(exit::SUCCESS));
+    }
+    let mut results = Vec::new();
+    for cfg in &cfgs {
+        let sum = predict(cfg, &w).with_context(|| model.name.clone())?;
+        let sat = if args.saturation {
+            saturation_rps(cfg, &w)?
+        } else {
+            None
+        };
+        results.push((cfg, sum, sat));
+    }
+    if args.json {
+        let v: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(cfg, s, sat)| {
+                serde_json::json!({
+                    "gpu": cfg.gpu.name, "model": cfg.model.name, "tp": cfg.tensor_parallel_size,
+                    "summary": s, "saturation_rps": sat,
+                })
+            })
+            .collect();
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"version": 1, "workload": w, "predictions": v})
+            )?
+        ))?;
+    } else {
+        let mut out = String::new();
+        for (cfg, s, sat) in &results {
+            out.push_str(&describe(cfg, &w));
+            out.push_str(&summary_text(s, *sat));
+            out.push('\n');
+        }
+        emit(&out)?;
+    }
+    Ok(ExitCode::from(exit::SUCCESS))
+}

@@ -1,0 +1,629 @@
+//! How far the predictions are from published measurements: a CSV of cases (one measured
+//! metric each, with the GPU, model, settings and load it was measured under), each
+//! predicted, and the absolute percentage error per case, per metric, per metric family and
+//! per GPU. Cases that share a setup and a load are simulated once. A case that cannot be
+//! predicted is listed as skipped with the reason, never dropped.
+
+use std::collections::BTreeMap;
+
+use inferscale_engine::hardware::GpuSpec;
+use inferscale_engine::model::{ModelSpec, WeightDtype};
+use inferscale_engine::{EngineConfig, Settings};
+use serde::Serialize;
+
+use crate::summary::Summary;
+use crate::workload::{Dist, Load, SharedPrefix, Workload};
+
+/// The columns a case file has (in any order; others are ignored).
+pub const COLUMNS: [&str; 25] = [
+    "id",
+    "source",
+    "engine",
+    "engine_version",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "model",
+    "weights_dtype",
+    "kv_dtype",
+    "input_len",
+    "output_len",
+    "load_type",
+    "load_value",
+    "duration_s",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "metric",
+    "value",
+    "unit",
+    "confidence",
+    "notes",
+];
+
+/// Columns a case may add to describe its workload more exactly (empty or absent: the
+/// defaults of [`Options`]).
+pub const OPTIONAL_COLUMNS: [&str; 7] = [
+    "arrivals",
+    "timeout_s",
+    "prompt_pool",
+    "shared_prefix_tokens",
+    "shared_prefix_groups",
+    "generated_output_len",
+    "input_len_std",
+];
+
+/// How cases that do not say are run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Poisson arrivals for `rate` cases (`vllm bench serve`'s default, and what
+    /// inference-perf's "constant" timer draws) rather than evenly spaced ones.
+    pub poisson: bool,
+    /// The client's timeout, seconds (`None`: it waits).
+    pub timeout_s: Option<f64>,
+    /// Physics other than the engine's defaults (a calibration's trial).
+    pub physics: Option<crate::calibrate::Physics>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            poisson: true,
+            timeout_s: None,
+            physics: None,
+        }
+    }
+}
+
+/// Why a case file cannot be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaseFileError {
+    /// Not CSV.
+    #[error(transparent)]
+    Csv(#[from] crate::csv::CsvError),
+    /// A column is missing from the header.
+    #[error("the header lacks the column {0:?} (expected: {cols})", cols = COLUMNS.join(", "))]
+    Column(&'static str),
+    /// No rows.
+    #[error("no cases (only a header, or nothing)")]
+    Empty,
+}
+
+/// One row.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Case {
+    /// Its line in the file.
+    pub line: usize,
+    /// Every column by name.
+    pub fields: BTreeMap<String, String>,
+}
+
+impl Case {
+    /// A column's value, trimmed (`""` when absent).
+    pub fn get(&self, col: &str) -> &str {
+        self.fields.get(col).map_or("", |s| s.trim())
+    }
+}
+
+/// Reads a case file.
+pub fn read_cases(text: &str) -> Result<Vec<Case>, CaseFileError> {
+    let mut rows = crate::csv::rows(text.trim_start_matches('\u{feff}'))?.into_iter();
+    let Some((_, header)) = rows.next() else {
+        return Err(CaseFileError::Empty);
+    };
+    let header: Vec<String> = header.iter().map(|h| h.trim().to_owned()).collect();
+    for c in COLUMNS {
+        if !header.iter().any(|h| h == c) {
+            return Err(CaseFileError::Column(c));
+        }
+    }
+    let cases: Vec<Case> = rows
+        .map(|(line, r)| Case {
+            line,
+            fields: header.iter().cloned().zip(r).collect(),
+        })
+        .collect();
+    if cases.is_empty() {
+        return Err(CaseFileError::Empty);
+    }
+    Ok(cases)
+}
+
+/// Finds GPUs and models by the names cases use.
+pub trait Catalog {
+    /// The GPU named `name`.
+    fn gpu(&self, name: &str) -> Option<GpuSpec>;
+    /// The model named `name` (a Hugging Face id or a short name).
+    fn model(&self, name: &str) -> Option<ModelSpec>;
+}
+
+/// The built-in tables.
+pub struct Builtin;
+
+impl Catalog for Builtin {
+    fn gpu(&self, name: &str) -> Option<GpuSpec> {
+        inferscale_engine::hardware::find_gpu(name)
+    }
+    fn model(&self, name: &str) -> Option<ModelSpec> {
+        inferscale_engine::model::find_model(name)
+    }
+}
+
+/// What the measurement was of, and how to read it off a prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Requests or tokens per second.
+    Throughput,
+    /// Time to first token.
+    Ttft,
+    /// Inter-token latency or time per output token.
+    Itl,
+    /// End-to-end latency.
+    E2e,
+    /// One engine step (a static batch's prefill, a decode iteration).
+    Step,
+    /// Queue depth.
+    Queue,
+    /// Start-up and first request.
+    Startup,
+}
+
+/// How a case counts output tokens when the client saw fewer than the server generated
+/// (`generated_output_len` beside `output_len`): measured ITL and output rates use the
+/// client's count, so the prediction is put in the same terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ClientView {
+    /// Output tokens the client counted per request.
+    counted: f64,
+    /// Output tokens the server generated per request.
+    generated: f64,
+}
+
+/// The prediction of `metric` (`None`: not something the model predicts), and its family.
+fn read_metric(
+    metric: &str,
+    s: &Summary,
+    cfg: &EngineConfig,
+    view: Option<ClientView>,
+) -> Option<(Family, Option<f64>)> {
+    // Per-token figures over the client's count of tokens.
+    let (per_token, tokens) = match view {
+        Some(v) if v.counted > 1.0 && v.generated > 1.0 => (
+            (v.generated - 1.0) / (v.counted - 1.0),
+            v.counted / v.generated,
+        ),
+        _ => (1.0, 1.0),
+    };
+    let ms = |v: Option<f64>| v.map(|x| x * 1000.0);
+    let pct = |st: &crate::summary::Stats, what: &str| match what {
+        "mean" => st.mean,
+        "p50" => st.p50,
+        "p90" => st.p90,
+        "p95" => st.p95,
+        "p99" => st.p99,
+        _ => None,
+    };
+    let (fam, v) = match metric {
+        "throughput_rps" => (Family::Throughput, Some(s.throughput_rps)),
+        "output_tps" => (Family::Throughput, Some(s.output_tps * tokens)),
+        "queue_depth_max" => (Family::Queue, Some(f64::from(s.queue_max))),
+        "prefill_batch_latency" => (Family::Step, ms(s.ttft_max_s)),
+        "decode_step_latency" => (Family::Step, ms(s.itl.mean)),
+        "itl_mean_ms" => (Family::Itl, ms(s.itl.mean.map(|v| v * per_token))),
+        "tpot_mean_ms" => (Family::Itl, ms(s.tpot.mean.map(|v| v * per_token))),
+        "first_request_ms" => (Family::Startup, ms(s.first_e2e_s)),
+        "model_load_time" => (
+            Family::Startup,
+            Some(
+                cfg.model.loaded_bytes(cfg.dtype)
+                    / f64::from(cfg.tensor_parallel_size.max(1))
+                    / (cfg.cold_start.load_gbps * 1e9),
+            ),
+        ),
+        m => {
+            let (base, unit) = m.rsplit_once('_')?;
+            if unit != "ms" {
+                return None;
+            }
+            let (what, stat) = base.split_once('_')?;
+            let (fam, st) = match what {
+                "ttft" => (Family::Ttft, &s.ttft),
+                "e2e" => (Family::E2e, &s.e2e),
+                "itl" => (Family::Itl, &s.itl),
+                "tpot" => (Family::Itl, &s.tpot),
+                _ => return None,
+            };
+            (fam, ms(pct(st, stat)?.into()))
+        }
+    };
+    Some((fam, v))
+}
+
+/// One predicted case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    /// `id`.
+    pub id: String,
+    /// `gpu`.
+    pub gpu: String,
+    /// `model`.
+    pub model: String,
+    /// `metric`.
+    pub metric: String,
+    /// Its family.
+    pub family: Family,
+    /// `unit`.
+    pub unit: String,
+    /// Measured.
+    pub measured: f64,
+    /// Predicted.
+    pub predicted: f64,
+    /// `|predicted − measured| / measured` (for a measured 0: `|predicted|` in the unit).
+    pub ape: f64,
+}
+
+/// A case not predicted, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    /// `id`.
+    pub id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Errors over a set of cases.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Aggregate {
+    /// Cases.
+    pub n: usize,
+    /// Median absolute percentage error (a fraction).
+    pub median_ape: f64,
+    /// Mean absolute percentage error (a fraction).
+    pub mean_ape: f64,
+}
+
+impl Aggregate {
+    fn of(apes: &[f64]) -> Aggregate {
+        let mut v: Vec<f64> = apes.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Aggregate {
+            n,
+            median_ape: median,
+            mean_ape: if n == 0 {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / n as f64
+            },
+        }
+    }
+}
+
+/// Everything `fidelity` reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Every predicted case.
+    pub cases: Vec<CaseResult>,
+    /// Errors per metric.
+    pub per_metric: BTreeMap<String, Aggregate>,
+    /// Errors per metric family.
+    pub per_family: BTreeMap<String, Aggregate>,
+    /// Errors per GPU.
+    pub per_gpu: BTreeMap<String, Aggregate>,
+    /// Cases not predicted, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+/// The columns that make two cases one simulation.
+const SETUP: [&str; 24] = [
+    "arrivals",
+    "timeout_s",
+    "prompt_pool",
+    "shared_prefix_tokens",
+    "shared_prefix_groups",
+    "generated_output_len",
+    "input_len_std",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "model",
+    "weights_dtype",
+    "kv_dtype",
+    "input_len",
+    "output_len",
+    "load_type",
+    "load_value",
+    "duration_s",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "engine_version",
+];
+
+fn num<T: std::str::FromStr>(c: &Case, col: &str) -> Result<Option<T>, String> {
+    match c.get(col) {
+        "" => Ok(None),
+        v => v
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{col} {v:?} is not a number")),
+    }
+}
+
+/// The weights' dtype a case names.
+pub fn weights_dtype(s: &str) -> Result<Option<WeightDtype>, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "" | "auto" => Ok(None),
+        "fp16" | "bf16" | "float16" | "bfloat16" | "half" => Ok(Some(WeightDtype::Bf16)),
+        "fp8" | "float8" | "fp8_e4m3" => Ok(Some(WeightDtype::Fp8)),
+        other => Err(format!(
+            "weights dtype {other:?} is not modelled (fp16, bf16, fp8)"
+        )),
+    }
+}
+
+/// Bytes per KV element a case names.
+pub fn kv_bytes(s: &str) -> Result<Option<f64>, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "" | "auto" => Ok(None),
+        "fp16" | "bf16" | "float16" | "bfloat16" => Ok(Some(2.0)),
+        "fp8" | "fp8_e4m3" | "fp8_e5m2" => Ok(Some(1.0)),
+        other => Err(format!(
+            "kv dtype {other:?} is not modelled (auto, fp16, bf16, fp8)"
+        )),
+    }
+}
+
+/// The engine and workload a case describes, and the replicas its GPUs make (data
+/// parallelism: `num_gpus / tp`, the load split evenly).
+fn setup(
+    c: &Case,
+    cat: &dyn Catalog,
+    opts: &Options,
+) -> Result<(EngineConfig, Workload, u32, Option<ClientView>), String> {
+    let gpu_name = c.get("gpu");
+    let gpu = cat.gpu(gpu_name).ok_or_else(|| {
+        format!("unknown GPU {gpu_name:?} (see inferscale sim --list, or pass --gpu-spec)")
+    })?;
+    let model_name = c.get("model");
+    let model = cat.model(model_name).ok_or_else(|| {
+        format!(
+            "unknown model {model_name:?}: pass --model-config with its Hugging Face config.json"
+        )
+    })?;
+    let mut cfg = EngineConfig::new(gpu, model);
+    let tp: u32 = num(c, "tp")?.unwrap_or(1).max(1);
+    let gpus: u32 = num(c, "num_gpus")?.unwrap_or(tp).max(tp);
+    let settings = Settings {
+        tensor_parallel_size: Some(tp),
+        dtype: weights_dtype(c.get("weights_dtype"))?,
+        kv_dtype_bytes: kv_bytes(c.get("kv_dtype"))?,
+        max_num_seqs: num(c, "max_num_seqs")?,
+        max_num_batched_tokens: num(c, "max_num_batched_tokens")?,
+        max_model_len: num(c, "max_model_len")?,
+        gpu_memory_utilization: num(c, "gpu_memory_utilization")?,
+        enforce_eager: match c.get("enforce_eager").to_ascii_lowercase().as_str() {
+            "" => None,
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            other => return Err(format!("enforce_eager {other:?} is not true or false")),
+        },
+    };
+    settings.apply(&mut cfg).map_err(|e| e.to_string())?;
+    if let Some(p) = &opts.physics {
+        p.apply(&mut cfg);
+    }
+    let replicas = gpus / tp;
+    let input: Option<u32> = num(c, "input_len")?;
+    let output: Option<u32> = num(c, "output_len")?;
+    let load_value: Option<f64> = num(c, "load_value")?;
+    let duration: Option<f64> = num(c, "duration_s")?;
+    let share = |v: f64| v / f64::from(replicas);
+    let poisson = match c.get("arrivals").to_ascii_lowercase().as_str() {
+        "" => opts.poisson,
+        "poisson" => true,
+        "constant" | "uniform" => false,
+        other => return Err(format!("arrivals {other:?} is not poisson or constant")),
+    };
+    let (load, warm, requests) = match c.get("load_type") {
+        "rate" => {
+            let rps = load_value.ok_or("a rate case without load_value (several rates?)")?;
+            (
+                Load::Rate {
+                    rps: share(rps),
+                    poisson,
+                },
+                true,
+                None,
+            )
+        }
+        "concurrency" => {
+            let n = load_value.ok_or("a concurrency case without load_value")?;
+            (
+                Load::Concurrency {
+                    clients: share(n).round().max(1.0) as u32,
+                },
+                true,
+                None,
+            )
+        }
+        "offline" => {
+            let n = load_value.ok_or("an offline case without load_value (the batch)")?;
+            (
+                Load::Offline {
+                    requests: share(n).round().max(1.0) as u32,
+                },
+                true,
+                None,
+            )
+        }
+        "sequential" => (
+            Load::Sequential,
+            false,
+            Some(load_value.unwrap_or(1.0).max(1.0) as u64),
+        ),
+        "" => (Load::Sequential, false, Some(1)),
+        other => {
+            return Err(format!(
+                "load_type {other:?} is not rate, concurrency, offline or sequential"
+            ));
+        }
+    };
+    let input = input.unwrap_or(128);
+    let output = output.unwrap_or(128);
+    let generated: Option<u32> = num(c, "generated_output_len")?;
+    let std: Option<f64> = num(c, "input_len_std")?;
+    let pool: Option<u32> = num(c, "prompt_pool")?;
+    let prefix_tokens: Option<u32> = num(c, "shared_prefix_tokens")?;
+    let prefix_groups: Option<u32> = num(c, "shared_prefix_groups")?;
+    let input_dist = match std.filter(|s| *s > 0.0) {
+        Some(sd) => Dist::Normal {
+            mean: f64::from(input),
+            std: sd,
+            min: (f64::from(input) - 4.0 * sd).max(1.0) as u32,
+            max: (f64::from(input) + 4.0 * sd) as u32,
+        },
+        None => Dist::Fixed { n: input },
+    };
+    let prefix = match (pool, prefix_tokens) {
+        (Some(p), _) if p > 0 => Some(SharedPrefix::Pool { prompts: p }),
+        (_, Some(t)) if t > 0 => Some(SharedPrefix::System {
+            groups: prefix_groups.unwrap_or(1).max(1),
+            tokens: t,
+        }),
+        _ => None,
+    };
+    let view = generated.map(|g| ClientView {
+        counted: f64::from(output),
+        generated: f64::from(g),
+    });
+    let w = Workload {
+        input: input_dist,
+        output: Dist::Fixed {
+            n: generated.unwrap_or(output),
+        },
+        load,
+        duration_s: duration.unwrap_or(60.0),
+        requests,
+        timeout_s: num(c, "timeout_s")?.or(opts.timeout_s),
+        prefix,
+        warm,
+        seed: 1,
+    };
+    Ok((cfg, w, replicas, view))
+}
+
+/// Predicts every case of `cases`.
+pub fn run(
+    cases: &[Case],
+    cat: &dyn Catalog,
+    opts: &Options,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Report {
+    let mut groups: BTreeMap<Vec<String>, Vec<&Case>> = BTreeMap::new();
+    for c in cases {
+        let key: Vec<String> = SETUP.iter().map(|k| c.get(k).to_owned()).collect();
+        groups.entry(key).or_default().push(c);
+    }
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    let total = groups.len();
+    for (i, group) in groups.values().enumerate() {
+        progress(i, total);
+        let outcome = setup(group[0], cat, opts).and_then(|(cfg, w, _, view)| {
+            crate::predict(&cfg, &w)
+                .map(|s| (cfg, s, view))
+                .map_err(|e| format!("the setup does not fit: {e}"))
+        });
+        for c in group {
+            let id = c.get("id").to_owned();
+            let skip = |reason: String| Skipped {
+                id: id.clone(),
+                reason,
+            };
+            let (cfg, s, view) = match &outcome {
+                Ok(x) => x,
+                Err(e) => {
+                    skipped.push(skip(e.clone()));
+                    continue;
+                }
+            };
+            let metric = c.get("metric");
+            let measured: f64 = match c.get("value").parse() {
+                Ok(v) => v,
+                Err(_) => {
+                    skipped.push(skip(format!(
+                        "no single measured value ({:?})",
+                        c.get("value")
+                    )));
+                    continue;
+                }
+            };
+            let Some((family, predicted)) = read_metric(metric, s, cfg, *view) else {
+                skipped.push(skip(format!(
+                    "{metric} is not something the engine model predicts"
+                )));
+                continue;
+            };
+            let Some(predicted) = predicted else {
+                skipped.push(skip(format!(
+                    "the simulation gave no {metric} (no request finished)"
+                )));
+                continue;
+            };
+            let ape = if measured == 0.0 {
+                predicted.abs()
+            } else {
+                ((predicted - measured) / measured).abs()
+            };
+            results.push(CaseResult {
+                id,
+                gpu: c.get("gpu").to_owned(),
+                model: c.get("model").to_owned(),
+                metric: metric.to_owned(),
+                family,
+                unit: c.get("unit").to_owned(),
+                measured,
+                predicted,
+                ape,
+            });
+        }
+    }
+    progress(total, total);
+    let mut per_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut per_family: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut per_gpu: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in &results {
+        per_metric.entry(r.metric.clone()).or_default().push(r.ape);
+        let fam = serde_json::to_value(r.family)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        per_family.entry(fam).or_default().push(r.ape);
+        per_gpu.entry(r.gpu.clone()).or_default().push(r.ape);
+    }
+    let agg = |m: BTreeMap<String, Vec<f64>>| {
+        m.into_iter()
+            .map(|(k, v)| (k, Aggregate::of(&v)))
+            .collect::<BTreeMap<_, _>>()
+    };
+    Report {
+        cases: results,
+        per_metric: agg(per_metric),
+        per_family: agg(per_family),
+        per_gpu: agg(per_gpu),
+        skipped,
+    }
+}

@@ -1,0 +1,162 @@
+//! What is sent: request lengths, how they arrive, for how long, and what the client does
+//! with a slow one.
+
+use inferscale_engine::Rng;
+use serde::Serialize;
+
+/// A length distribution, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Dist {
+    /// Always this many.
+    Fixed {
+        /// Tokens.
+        n: u32,
+    },
+    /// Uniform between the two, inclusive.
+    Uniform {
+        /// Fewest.
+        lo: u32,
+        /// Most.
+        hi: u32,
+    },
+    /// Normal, rounded, clamped to `[min, max]`.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+        /// Fewest.
+        min: u32,
+        /// Most.
+        max: u32,
+    },
+}
+
+impl Dist {
+    /// One draw.
+    pub fn draw(&self, rng: &mut Rng) -> u32 {
+        match *self {
+            Dist::Fixed { n } => n,
+            Dist::Uniform { lo, hi } => {
+                let (lo, hi) = (lo.min(hi), lo.max(hi));
+                lo + (rng.next_f64() * f64::from(hi - lo + 1)).floor() as u32
+            }
+            Dist::Normal {
+                mean,
+                std,
+                min,
+                max,
+            } => (mean + std * rng.normal())
+                .round()
+                .clamp(f64::from(min.min(max)), f64::from(max.max(min))) as u32,
+        }
+    }
+
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Dist::Fixed { n } => f64::from(n),
+            Dist::Uniform { lo, hi } => (f64::from(lo) + f64::from(hi)) / 2.0,
+            Dist::Normal { mean, .. } => mean,
+        }
+    }
+
+    /// The largest value it can give.
+    pub fn max(&self) -> u32 {
+        match *self {
+            Dist::Fixed { n } => n,
+            Dist::Uniform { lo, hi } => lo.max(hi),
+            Dist::Normal { min, max, .. } => max.max(min),
+        }
+    }
+}
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Load {
+    /// Open loop at a rate (req/s): evenly spaced (k6's constant-arrival-rate,
+    /// inference-perf's constant) or Poisson (`vllm bench serve`'s default).
+    Rate {
+        /// Requests per second.
+        rps: f64,
+        /// Exponential gaps instead of even ones.
+        poisson: bool,
+    },
+    /// Closed loop: this many clients, each sending its next request when the last ends.
+    Concurrency {
+        /// Clients.
+        clients: u32,
+    },
+    /// Every request submitted at once (`vllm bench throughput`, a static batch).
+    Offline {
+        /// Requests.
+        requests: u32,
+    },
+    /// One client, one request at a time.
+    Sequential,
+}
+
+/// What prompts share, so that vLLM's prefix cache can skip their prefill.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SharedPrefix {
+    /// Every prompt starts with one of `groups` system prompts of `tokens` tokens.
+    System {
+        /// Distinct prefixes.
+        groups: u32,
+        /// Tokens of each (part of every prompt's length).
+        tokens: u32,
+    },
+    /// A fixed set of `prompts` prompts sent in turn (request `n` sends prompt `n mod
+    /// prompts`), as benchmark datasets with a few hundred prompts do: a prompt sent again
+    /// finds all of itself cached.
+    Pool {
+        /// Distinct prompts.
+        prompts: u32,
+    },
+}
+
+/// A whole workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    /// Prompt lengths.
+    pub input: Dist,
+    /// Output lengths (`max_tokens`, generated in full: `ignore_eos`).
+    pub output: Dist,
+    /// How requests arrive.
+    pub load: Load,
+    /// How long requests are sent (open and closed loop), seconds.
+    pub duration_s: f64,
+    /// Stop after this many requests instead (sequential and closed loop; the open loop
+    /// sends `rps × duration`).
+    pub requests: Option<u64>,
+    /// The client gives up on a request after this long (the server aborts it); its numbers
+    /// are not counted.
+    pub timeout_s: Option<f64>,
+    /// Shared prompt prefixes.
+    pub prefix: Option<SharedPrefix>,
+    /// Whether the server was warmed up first (a benchmark's usual case); `false` makes the
+    /// first requests pay the first-use costs.
+    pub warm: bool,
+    /// Seed of the lengths and arrivals.
+    pub seed: u64,
+}
+
+impl Workload {
+    /// Fixed lengths at a constant rate, warm, for `duration_s`.
+    pub fn fixed(input: u32, output: u32, load: Load, duration_s: f64) -> Workload {
+        Workload {
+            input: Dist::Fixed { n: input },
+            output: Dist::Fixed { n: output },
+            load,
+            duration_s,
+            requests: None,
+            timeout_s: None,
+            prefix: None,
+            warm: true,
+            seed: 1,
+        }
+    }
+}
