@@ -721,7 +721,11 @@ Optional columns describe the workload more exactly: arrivals (poisson | constan
 prompt_pool (N distinct prompts sent in turn: each one sent again is a prefix-cache hit),
 shared_prefix_tokens and shared_prefix_groups (a system prompt per group),
 generated_output_len (tokens the server generated when output_len is the client's count),
-input_len_std.
+input_len_std. Where a case leaves them empty and its source is a load generator whose
+behaviour is known (inference-perf as inference-sim/training ran it: Poisson arrivals, a 300 s
+timeout, 100 prompts sent in turn, ignore_eos with the profile's max_tokens; k6's
+constant-arrival-rate in the Amazon EKS guide), these facts fill them; the report lists each
+applied, and --no-harness-facts turns them off.
 
 Each row is one measured metric under a setup (columns id, source, engine, engine_version, gpu,
 num_gpus, tp, model, weights_dtype, kv_dtype, input_len, output_len, load_type (rate |
@@ -737,7 +741,8 @@ pub(crate) struct FidelityArgs {
     #[arg(value_name = "CASES.csv")]
     pub(crate) cases: std::path::PathBuf,
 
-    /// Print JSON: {"cases", "per_metric", "per_family", "per_gpu", "skipped"}.
+    /// Print JSON: {"cases", "per_metric", "per_family", "per_gpu", "skipped",
+    /// "harness_facts"}.
     #[arg(long)]
     pub(crate) json: bool,
 
@@ -761,9 +766,24 @@ pub(crate) struct FidelityArgs {
     pub(crate) calibrate: bool,
 
     /// With --calibrate: fit without this GPU's cases, then report the error on them alone
-    /// (a leave-one-GPU-out check).
-    #[arg(long, value_name = "GPU", requires = "calibrate")]
+    /// (a leave-one-GPU-out check). `all`: each GPU in turn.
+    #[arg(long, value_name = "GPU|all", requires = "calibrate")]
     pub(crate) leave_out: Option<String>,
+
+    /// A model the cases name that is not built in: its Hugging Face config.json, as FILE
+    /// (named by its `_name_or_path`, else its folder) or NAME=FILE. Repeatable.
+    #[arg(long, value_name = "[NAME=]FILE")]
+    pub(crate) model_config: Vec<String>,
+
+    /// A GPU the cases name that is not built in, described in a JSON file (the fields of
+    /// the built-in table; found by its `name`). Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) gpu_spec: Vec<std::path::PathBuf>,
+
+    /// Do not fill empty workload columns from the known load generators' facts (see
+    /// below): predict from what the file says alone.
+    #[arg(long)]
+    pub(crate) no_harness_facts: bool,
 }
 
 /// Arrival spacing of an open-loop load.
@@ -812,9 +832,10 @@ pub(crate) struct PredictArgs {
     #[arg(long, value_name = "MODEL", required_unless_present = "model_config")]
     pub(crate) model: Option<String>,
 
-    /// The model's Hugging Face config.json (any architecture: dense, MoE, MLA, sliding windows).
-    #[arg(long, value_name = "FILE", conflicts_with = "model")]
-    pub(crate) model_config: Option<std::path::PathBuf>,
+    /// The model's Hugging Face config.json (any architecture: dense, MoE, MLA, sliding
+    /// windows), as FILE or NAME=FILE.
+    #[arg(long, value_name = "[NAME=]FILE", conflicts_with = "model")]
+    pub(crate) model_config: Option<String>,
 
     /// --tensor-parallel-size.
     #[arg(long, value_name = "N")]
@@ -1049,9 +1070,31 @@ pub(crate) struct SimArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     pub(crate) model_spec: Option<std::path::PathBuf>,
 
-    /// Weight quantisation: fp8 stores linear layers in 8 bits (default: the model's native dtype).
-    #[arg(long, value_name = "METHOD", value_parser = ["fp8", "none"])]
+    /// The model's Hugging Face config.json (any architecture: dense, MoE, MLA, sliding
+    /// windows), as FILE or NAME=FILE.
+    #[arg(long, value_name = "[NAME=]FILE", conflicts_with_all = ["model", "model_spec"])]
+    pub(crate) model_config: Option<String>,
+
+    /// Weight quantisation: fp8, awq/gptq (4-bit integer), mxfp4, nvfp4, or none (default:
+    /// the model's native dtype).
+    #[arg(long, value_name = "METHOD")]
     pub(crate) quantization: Option<String>,
+
+    /// vLLM's --no-enable-prefix-caching: every prompt is computed in full, however many
+    /// times it was seen.
+    #[arg(long)]
+    pub(crate) no_enable_prefix_caching: bool,
+
+    /// vLLM's --enable-auto-tool-choice: serve `tool_choice: "auto"` (the default when a
+    /// request gives `tools`; without this flag it is refused with vLLM's message). Needs
+    /// --tool-call-parser.
+    #[arg(long, requires = "tool_call_parser")]
+    pub(crate) enable_auto_tool_choice: bool,
+
+    /// vLLM's --tool-call-parser (hermes, llama3_json, mistral, ...): accepted for
+    /// compatibility; the simulator's calls are what hermes reads.
+    #[arg(long, value_name = "NAME", requires = "enable_auto_tool_choice")]
+    pub(crate) tool_call_parser: Option<String>,
 
     /// KV-cache dtype: auto (16-bit) or fp8.
     #[arg(long, value_name = "DTYPE", value_parser = ["auto", "fp8"])]

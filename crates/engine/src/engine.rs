@@ -253,6 +253,19 @@ pub struct Prefix {
     pub tokens: u32,
 }
 
+/// What a prompt's full blocks hold, for the prefix cache: vLLM hashes each full block with
+/// its parent's hash, so equal keys mean equal tokens up to and including that block.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PromptBlocks {
+    /// Nothing shared: only the request itself finds its blocks again (after a preemption).
+    #[default]
+    Own,
+    /// The first `tokens` tokens are a prefix shared by every prompt of the same `key`.
+    Shared(Prefix),
+    /// Each full block's chained hash, in order (a server that sees the tokens).
+    Hashes(std::sync::Arc<[u64]>),
+}
+
 /// A request's own tokens' blocks are keyed apart from every shared prefix's.
 const OWN: u64 = 1 << 63;
 
@@ -299,8 +312,9 @@ struct Req {
     prompt: u32,
     max_tokens: u32,
     stop_at: u32,
-    /// Ends the request with this reason once it has this many output tokens (fault
-    /// injection: a response cut or broken at a known point).
+    /// Ends the request with this reason once it has this many output tokens (a stop string
+    /// or a tool call's end, known in advance; or fault injection: a response cut or broken
+    /// at a known point).
     cut: Option<(u32, FinishReason)>,
     arrival: f64,
     ready: f64,
@@ -312,21 +326,21 @@ struct Req {
     last_token: f64,
     preemptions: u32,
     cancelled: Option<FinishReason>,
-    /// The shared prefix (key with the top bit clear, tokens); `(0, 0)` for none.
-    prefix: (u64, u32),
+    /// What its prompt's blocks hold.
+    blocks_of: PromptBlocks,
     /// Full prompt blocks held as prefix-cache entries (0 without caching).
     pb: u32,
-    /// Of those, how many are marked computed.
-    marked: u32,
 }
 
 impl Req {
     /// The cache key of full prompt block `i`.
     fn block_key(&self, i: u32) -> BlockKey {
-        if (i + 1) * BLOCK_SIZE <= self.prefix.1 {
-            (self.prefix.0 & !OWN, i)
-        } else {
-            (self.id | OWN, i)
+        match &self.blocks_of {
+            PromptBlocks::Shared(p) if (i + 1) * BLOCK_SIZE <= p.tokens.min(self.prompt) => {
+                (p.key & !OWN, i)
+            }
+            PromptBlocks::Hashes(h) if (i as usize) < h.len() => (h[i as usize] & !OWN, i),
+            _ => (self.id | OWN, i),
         }
     }
 
@@ -620,8 +634,11 @@ impl Engine {
     }
 
     /// [`Engine::submit`], ending the request with `reason` once it has `tokens` output tokens
-    /// (the simulator's cut and malformed-stream faults: the engine and the client agree on
-    /// how the request ended, with no race between the cut and the last tokens).
+    /// (the simulator's stop strings and tool calls, whose end its deterministic text
+    /// decides in advance, and its cut and malformed-stream faults: the engine and the client
+    /// agree on how the request ended, with no race between the cut and the last tokens). A
+    /// `Stop` or `Length` cut ends the request normally; `Abort` and `Error` do not count it
+    /// as finished.
     pub fn submit_with_cut(
         &mut self,
         spec: RequestSpec,
@@ -667,9 +684,8 @@ impl Engine {
             last_token: now,
             preemptions: 0,
             cancelled: None,
-            prefix: (0, 0),
+            blocks_of: PromptBlocks::Own,
             pb: 0,
-            marked: 0,
         });
         self.stats.waiting = self.waiting_now();
         id
@@ -677,9 +693,20 @@ impl Engine {
 
     /// [`Engine::submit`] for a prompt that starts with a shared `prefix`.
     pub fn submit_shared(&mut self, spec: RequestSpec, prefix: Prefix, now: f64) -> u64 {
-        let id = self.submit(spec, now);
+        self.submit_with(spec, now, None, PromptBlocks::Shared(prefix))
+    }
+
+    /// [`Engine::submit_with_cut`] with what the prompt's blocks hold.
+    pub fn submit_with(
+        &mut self,
+        spec: RequestSpec,
+        now: f64,
+        cut: Option<(u32, FinishReason)>,
+        blocks: PromptBlocks,
+    ) -> u64 {
+        let id = self.submit_with_cut(spec, now, cut);
         if let Some(r) = self.waiting.back_mut() {
-            r.prefix = (prefix.key & !OWN, prefix.tokens.min(r.prompt));
+            r.blocks_of = blocks;
         }
         id
     }
@@ -696,7 +723,6 @@ impl Engine {
         if r.pb > 0 {
             pool.unhold(&r.block_keys(r.pb));
             r.pb = 0;
-            r.marked = 0;
         }
     }
 
@@ -722,7 +748,6 @@ impl Engine {
                 return None;
             }
             r.pb = full;
-            r.marked = hits;
             r.computed = u64::from(hits * BLOCK_SIZE);
         }
         let want = r.total() - r.computed;
@@ -743,7 +768,6 @@ impl Engine {
                 if !keys.is_empty() {
                     pool.unhold(&keys);
                     r.pb = 0;
-                    r.marked = 0;
                     r.computed = 0;
                 }
                 None
@@ -1105,11 +1129,6 @@ impl Engine {
                 break;
             };
             r.computed += u64::from(n);
-            // Full prompt blocks now computed become reusable by other requests.
-            while r.marked < r.pb && u64::from((r.marked + 1) * BLOCK_SIZE) <= r.computed {
-                self.pool.computed(r.block_key(r.marked));
-                r.marked += 1;
-            }
             if r.computed < r.total() || r.cancelled.is_some() {
                 continue;
             }
@@ -1153,7 +1172,8 @@ impl Engine {
             if let Some((n, reason)) = r.cut
                 && r.output >= n
             {
-                ended.push((j, reason, false));
+                // A stop string ends a request normally; a fault's cut does not.
+                ended.push((j, reason, reason.is_normal()));
             } else if r.output >= r.stop_at {
                 let reason = if r.output >= r.max_tokens {
                     FinishReason::Length
@@ -1218,7 +1238,7 @@ impl Engine {
                 }
                 let r = d.take(slot);
                 let (reason, normal) = match r.cut {
-                    Some((n, reason)) if r.output >= n => (reason, false),
+                    Some((n, reason)) if r.output >= n => (reason, reason.is_normal()),
                     _ if r.output >= r.max_tokens => (FinishReason::Length, true),
                     _ => (FinishReason::Stop, true),
                 };

@@ -147,14 +147,15 @@ pub type BlockKey = (u64, u32);
 struct Entry {
     /// Requests holding it.
     refs: u32,
-    /// Its tokens have been computed (only then can another request hit it).
-    computed: bool,
     /// Its place in the eviction order while nobody holds it.
     stamp: u64,
 }
 
-/// vLLM V1's prefix cache over full blocks: a block stays cached after its requests let go
-/// of it, among the free blocks, until an allocation needs it (least recently freed first).
+/// vLLM V1's prefix cache over full blocks: a block is cached as soon as it is allocated for
+/// the tokens a step computes (so a request scheduled later, even in the same step, reuses
+/// it: the forward pass writes each layer's KV before that layer's attention reads it), and
+/// stays cached after its requests let go of it, among the free blocks, until an allocation
+/// needs it (least recently freed first).
 #[derive(Debug, Clone, Default)]
 struct PrefixCache {
     entries: std::collections::HashMap<BlockKey, Entry>,
@@ -268,17 +269,12 @@ impl BlockPool {
     }
 
     /// How many of `keys` (a prompt's full blocks, in order) a new request can reuse: the
-    /// computed ones from the start, at most `max`.
+    /// cached ones from the start, at most `max`.
     pub fn hits(&self, keys: impl Iterator<Item = BlockKey>, max: u32) -> u32 {
         let Some(c) = &self.cache else { return 0 };
-        let mut n = 0;
-        for k in keys.take(max as usize) {
-            match c.entries.get(&k) {
-                Some(e) if e.computed => n += 1,
-                _ => break,
-            }
-        }
-        n
+        keys.take(max as usize)
+            .take_while(|k| c.entries.contains_key(k))
+            .count() as u32
     }
 
     /// The blocks holding `keys` would take that are not cached yet.
@@ -321,29 +317,14 @@ impl BlockPool {
         }
         if let Some(c) = self.cache.as_mut() {
             for k in fresh {
-                c.entries.insert(
-                    k,
-                    Entry {
-                        refs: 1,
-                        computed: false,
-                        stamp: 0,
-                    },
-                );
+                c.entries.insert(k, Entry { refs: 1, stamp: 0 });
             }
         }
         true
     }
 
-    /// Marks `key` computed: from now on other requests can reuse it.
-    pub fn computed(&mut self, key: BlockKey) {
-        if let Some(e) = self.cache.as_mut().and_then(|c| c.entries.get_mut(&key)) {
-            e.computed = true;
-        }
-    }
-
     /// Lets go of `keys` (in reverse, as vLLM frees a request's blocks, so that its last
-    /// blocks are evicted first): a computed block nobody holds stays cached, an uncomputed
-    /// one is freed.
+    /// blocks are evicted first): a block nobody holds stays cached, evictable.
     pub fn unhold(&mut self, keys: &[BlockKey]) {
         let Some(c) = self.cache.as_mut() else { return };
         for k in keys.iter().rev() {
@@ -351,16 +332,10 @@ impl BlockPool {
                 continue;
             };
             e.refs = e.refs.saturating_sub(1);
-            if e.refs > 0 {
-                continue;
-            }
-            if e.computed {
+            if e.refs == 0 {
                 e.stamp = c.next_stamp;
                 c.next_stamp += 1;
                 c.evictable.insert(e.stamp, *k);
-            } else {
-                c.entries.remove(k);
-                self.free += 1;
             }
         }
     }
@@ -469,11 +444,10 @@ mod tests {
     fn cached_blocks_are_reused_until_evicted_least_recently_freed_first() {
         let mut pool = BlockPool::with_prefix_cache(4);
         let a = [(7, 0), (7, 1)];
+        assert_eq!(pool.hits(a.iter().copied(), 2), 0);
         assert!(pool.hold(&a));
-        assert_eq!(pool.hits(a.iter().copied(), 2), 0, "not computed yet");
-        pool.computed((7, 0));
-        pool.computed((7, 1));
         assert_eq!(pool.hits(a.iter().copied(), 2), 2);
+        assert_eq!(pool.hits(a.iter().copied(), 1), 1, "at most the cap");
         // A second holder takes no new block.
         assert!(pool.hold(&a));
         assert_eq!(pool.used(), 2);

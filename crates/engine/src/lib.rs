@@ -32,8 +32,8 @@ pub mod settings;
 pub mod stats;
 
 pub use engine::{
-    ColdStart, Engine, EngineConfig, Event, EventKind, OutputLength, Prefix, RequestSpec, Warmup,
-    capture_sizes,
+    ColdStart, Engine, EngineConfig, Event, EventKind, OutputLength, Prefix, PromptBlocks,
+    RequestSpec, Warmup, capture_sizes,
 };
 pub use inferscale_rng::{Rng, mix};
 pub use profile::{PROFILES, Profile, profile};

@@ -122,6 +122,12 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// A request that ends this way ran to its end (stop or length), rather than being
+    /// aborted or failing.
+    pub fn is_normal(self) -> bool {
+        matches!(self, FinishReason::Stop | FinishReason::Length)
+    }
+
     /// The label value.
     pub fn label(self) -> &'static str {
         match self {

@@ -17,7 +17,7 @@ mod types;
 
 pub use sse::{SseDecoder, SseError, SseEvent};
 pub use types::{
-    ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChunkChoice, Completion,
-    CompletionChoice, CompletionRequest, Delta, ErrorBody, ErrorDetail, ModelCard, ModelList,
-    StreamChunk, StreamOptions, Usage,
+    AssistantMessage, ChatChoice, ChatCompletion, ChatMessage, ChatRequest, ChunkChoice,
+    Completion, CompletionChoice, CompletionRequest, Delta, ErrorBody, ErrorDetail, FunctionCall,
+    ModelCard, ModelList, StreamChunk, StreamOptions, ToolCall, Usage,
 };

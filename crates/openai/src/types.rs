@@ -30,11 +30,11 @@ impl Usage {
 /// One choice of a `/v1/completions` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionChoice {
-    /// Always 0 (n = 1).
+    /// Its index among the `n` samples.
     pub index: u32,
     /// The generated text.
     pub text: String,
-    /// Not produced (always `null`).
+    /// `{text_offset, token_logprobs, tokens, top_logprobs}` when asked for, else `null`.
     pub logprobs: Option<serde_json::Value>,
     /// `length`, `stop`, … (`null` in intermediate stream chunks).
     pub finish_reason: Option<String>,
@@ -71,14 +71,48 @@ pub struct ChatMessage {
     pub content: String,
 }
 
+/// A function the assistant calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The function's name.
+    pub name: String,
+    /// Its arguments, as JSON text.
+    pub arguments: String,
+}
+
+/// A tool call in an assistant's message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// `chatcmpl-tool-…`.
+    pub id: String,
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The call.
+    pub function: FunctionCall,
+}
+
+/// The assistant's message in a chat response: text, or tool calls (with `content` empty or
+/// `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// `assistant`.
+    pub role: String,
+    /// The text (`null` beside an automatic tool call).
+    pub content: Option<String>,
+    /// The calls it makes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
 /// One choice of a `/v1/chat/completions` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatChoice {
-    /// Always 0.
+    /// Its index among the `n` samples.
     pub index: u32,
     /// The assistant's message.
-    pub message: ChatMessage,
-    /// Not produced.
+    pub message: AssistantMessage,
+    /// `{content: [{token, logprob, bytes, top_logprobs}]}` when asked for, else `null`.
     pub logprobs: Option<serde_json::Value>,
     /// `length`, `stop`, …
     pub finish_reason: Option<String>,

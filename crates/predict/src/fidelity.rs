@@ -151,6 +151,39 @@ impl Catalog for Builtin {
     }
 }
 
+/// The built-in tables plus GPUs and models a user brings: a name matches ignoring case,
+/// and a model also by the last part of a Hugging Face id (`org/Name` matches `Name`).
+#[derive(Debug, Clone, Default)]
+pub struct Extended {
+    /// GPUs from JSON specs, found by their `name`.
+    pub gpus: Vec<GpuSpec>,
+    /// Models from `config.json`s, with the names cases use for them.
+    pub models: Vec<(String, ModelSpec)>,
+}
+
+fn last_part(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+impl Catalog for Extended {
+    fn gpu(&self, name: &str) -> Option<GpuSpec> {
+        self.gpus
+            .iter()
+            .find(|g| g.name.eq_ignore_ascii_case(name))
+            .cloned()
+            .or_else(|| Builtin.gpu(name))
+    }
+    fn model(&self, name: &str) -> Option<ModelSpec> {
+        self.models
+            .iter()
+            .find(|(n, _)| {
+                n.eq_ignore_ascii_case(name) || last_part(n).eq_ignore_ascii_case(last_part(name))
+            })
+            .map(|(_, m)| m.clone())
+            .or_else(|| Builtin.model(name))
+    }
+}
+
 /// What the measurement was of, and how to read it off a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -7,7 +7,8 @@
 //! - [`simulate`](mod@simulate): one replica driven by the workload;
 //! - [`summary`]: the numbers a benchmark client reports;
 //! - [`capacity`]: saturation, the rate within an SLO, replicas and cost;
-//! - [`fidelity`]: predictions against a CSV of published measurements.
+//! - [`fidelity`]: predictions against a CSV of published measurements;
+//! - [`harness`]: what is known about the load generators behind them.
 //!
 //! ```
 //! use inferscale_engine::profile;
@@ -24,6 +25,7 @@ pub mod calibrate;
 pub mod capacity;
 pub mod csv;
 pub mod fidelity;
+pub mod harness;
 pub mod simulate;
 pub mod summary;
 pub mod workload;

@@ -30,6 +30,7 @@ pub mod lag;
 mod metrics;
 mod offline;
 mod replica;
+mod sampling;
 mod server;
 mod tokens;
 
@@ -71,6 +72,10 @@ pub struct SimConfig {
     /// Require this key on `/v1/*` as vLLM's `--api-key` does (`Authorization: Bearer KEY`,
     /// else 401).
     pub api_key: Option<ApiKey>,
+    /// vLLM's `--enable-auto-tool-choice` with a `--tool-call-parser`: `tool_choice: "auto"`
+    /// (the default when a request gives `tools`) is served; without, it is refused with
+    /// vLLM's message.
+    pub auto_tool_choice: bool,
 }
 
 /// A server's API key. `Debug` does not show it.
@@ -116,6 +121,7 @@ impl SimConfig {
             hostname: "inferscale-sim".into(),
             access_log: None,
             api_key: None,
+            auto_tool_choice: false,
         }
     }
 }

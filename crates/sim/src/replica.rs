@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inferscale_engine::stats::{FinishReason, Stats};
-use inferscale_engine::{Engine, Event, EventKind, RequestSpec};
+use inferscale_engine::{Engine, Event, EventKind, PromptBlocks, RequestSpec};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::lag::{Batch, LagMeter};
@@ -87,8 +87,11 @@ pub(crate) struct Submission {
     pub(crate) spec: RequestSpec,
     /// Where its updates go.
     pub(crate) updates: mpsc::UnboundedSender<Update>,
-    /// End it with this reason after this many tokens (cut and malformed faults).
+    /// End it with this reason after this many tokens (a stop string, a tool call's end, or
+    /// a cut or malformed fault).
     pub(crate) cut: Option<(u32, FinishReason)>,
+    /// What its prompt's blocks hold (for the prefix cache).
+    pub(crate) blocks: PromptBlocks,
 }
 
 /// What the engine thread was at one moment.
@@ -144,7 +147,7 @@ impl Core {
     fn apply(&mut self, cmd: Command, now: f64, snapshots: &mut Vec<oneshot::Sender<Snapshot>>) {
         match cmd {
             Command::Submit(s) => {
-                let id = self.engine.submit_with_cut(s.spec, now, s.cut);
+                let id = self.engine.submit_with(s.spec, now, s.cut, s.blocks);
                 self.ids.insert(s.key, id);
                 self.sinks.insert(id, (s.key, s.updates));
             }
@@ -293,6 +296,7 @@ impl EngineHandle {
         key: u64,
         spec: RequestSpec,
         cut: Option<(u32, FinishReason)>,
+        blocks: PromptBlocks,
     ) -> mpsc::UnboundedReceiver<Update> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.command(Command::Submit(Submission {
@@ -300,6 +304,7 @@ impl EngineHandle {
             spec,
             updates: tx,
             cut,
+            blocks,
         }));
         rx
     }

@@ -16,11 +16,12 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use inferscale_engine::RequestSpec;
+use inferscale_engine::kv::BLOCK_SIZE;
 use inferscale_engine::stats::FinishReason;
+use inferscale_engine::{PromptBlocks, RequestSpec};
 use inferscale_openai::{
-    ChatChoice, ChatCompletion, ChatMessage, Completion, CompletionChoice, ErrorBody, ModelCard,
-    ModelList, Usage,
+    AssistantMessage, ChatChoice, ChatCompletion, Completion, CompletionChoice, ErrorBody,
+    FunctionCall, ModelCard, ModelList, ToolCall, Usage,
 };
 use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
@@ -29,10 +30,10 @@ use tokio::sync::{mpsc, watch};
 use crate::SimConfig;
 use crate::access::{AccessLog, Entry};
 use crate::dcgm::DcgmState;
-use crate::faults::Fate;
 use crate::metrics::{self, HttpStats, ProcessInfo};
 use crate::replica::{Clock, EngineHandle, Update};
-use crate::tokens::{count_chat, count_text, fingerprint, token_text};
+use crate::sampling::{self, Plan, Sampling};
+use crate::tokens::{PromptText, block_hashes, count_chat, count_text, fingerprint, token_ids};
 
 /// The response body type: whole bodies and token streams alike.
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
@@ -419,6 +420,12 @@ struct Generation {
     stream: bool,
     include_usage: bool,
     ignore_eos: bool,
+    /// `n`, `stop`, `logprobs`, tools.
+    sampling: Sampling,
+    /// The prompt's full blocks, for the prefix cache.
+    blocks: PromptBlocks,
+    /// The conversation's last message is a tool's result.
+    last_is_tool: bool,
 }
 
 type Invalid = Box<Response<Body>>;
@@ -459,7 +466,7 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             )));
         }
     }
-    let (prompt_tokens, prompt_fingerprint) = if chat {
+    let (prompt_tokens, prompt_fingerprint, prompt_ids, last_is_tool) = if chat {
         let msgs = obj
             .get("messages")
             .and_then(Value::as_array)
@@ -471,13 +478,15 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
                 )
             })?;
         let mut contents = Vec::with_capacity(msgs.len());
+        let mut roles = Vec::with_capacity(msgs.len());
         for (i, m) in msgs.iter().enumerate() {
-            if !m.get("role").is_some_and(Value::is_string) {
+            let Some(role) = m.get("role").and_then(Value::as_str) else {
                 return Err(bad(
                     format!("`messages[{i}].role` must be a string"),
                     "messages",
                 ));
-            }
+            };
+            roles.push(role.to_owned());
             let content = match m.get("content") {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Array(parts)) => {
@@ -516,21 +525,34 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             contents.push(content);
         }
         let joined = contents.join("\n");
+        let last_is_tool = roles.last().is_some_and(|r| r == "tool");
+        let pairs: Vec<(String, String)> =
+            roles.into_iter().zip(contents.iter().cloned()).collect();
         (
             count_chat(contents.iter().map(String::as_str)),
             fingerprint(&joined),
+            token_ids(&PromptText::Chat(&pairs)),
+            last_is_tool,
         )
     } else {
+        let text = |s: &str| {
+            let ids = token_ids(&PromptText::Text(s));
+            (count_text(s).max(1), fingerprint(s), ids, false)
+        };
         match obj.get("prompt") {
-            Some(Value::String(s)) if !s.is_empty() => (count_text(s).max(1), fingerprint(s)),
+            Some(Value::String(s)) if !s.is_empty() => text(s),
             Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-                let s = a[0].as_str().unwrap_or("");
-                (count_text(s).max(1), fingerprint(s))
+                text(a[0].as_str().unwrap_or(""))
             }
-            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => (
-                a.len() as u32,
-                fingerprint(&serde_json::to_string(a).unwrap_or_default()),
-            ),
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => {
+                let ids: Vec<u64> = a.iter().filter_map(Value::as_u64).collect();
+                (
+                    a.len() as u32,
+                    fingerprint(&serde_json::to_string(a).unwrap_or_default()),
+                    token_ids(&PromptText::Ids(&ids)),
+                    false,
+                )
+            }
             Some(Value::Array(a)) if a.iter().any(Value::is_number) => {
                 return Err(bad(
                     "`prompt` as token ids must be whole numbers from 0 to 2^32-1",
@@ -585,14 +607,18 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             }
         }
     }
-    if let Some(n) = obj.get("n").filter(|n| !n.is_null())
-        && n.as_u64() != Some(1)
-    {
-        return Err(bad(
-            format!("`n` must be 1 for the simulator, not {n}"),
-            "n",
-        ));
-    }
+    let sampling =
+        sampling::parse(obj, chat, r.cfg.auto_tool_choice).map_err(|(m, f)| bad(m, f))?;
+    let salt = match obj.get("cache_salt") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.as_str()),
+        Some(v) => {
+            return Err(bad(
+                format!("`cache_salt` must be a non-empty string, not {v}"),
+                "cache_salt",
+            ));
+        }
+    };
     let stream = get_bool(body, "stream")?.unwrap_or(false);
     let include_usage = match obj.get("stream_options") {
         None | Some(Value::Null) => false,
@@ -633,6 +659,11 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
             field,
         ));
     }
+    let blocks = if r.cfg.engine.prefix_caching {
+        PromptBlocks::Hashes(block_hashes(&prompt_ids, BLOCK_SIZE as usize, salt).into())
+    } else {
+        PromptBlocks::Own
+    };
     Ok(Generation {
         prompt_tokens,
         prompt_fingerprint,
@@ -640,23 +671,29 @@ fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid
         stream,
         include_usage,
         ignore_eos,
+        sampling,
+        blocks,
+        last_is_tool,
     })
 }
 
-/// Cancels the engine request when the response is dropped before it completed (the client
-/// disconnected), as vLLM aborts on disconnect.
+/// Cancels the engine requests of a response when it is dropped before they completed (the
+/// client disconnected), as vLLM aborts on disconnect.
 struct CancelGuard {
     engine: EngineHandle,
-    key: u64,
-    armed: bool,
+    /// Each choice's key, and whether it still runs.
+    keys: Vec<(u64, bool)>,
 }
 
 impl CancelGuard {
-    fn end(&mut self, reason: Option<FinishReason>) {
-        if self.armed {
-            self.armed = false;
+    /// Choice `i` ended (`reason`: cancel it in the engine as well).
+    fn end(&mut self, i: usize, reason: Option<FinishReason>) {
+        if let Some((key, armed)) = self.keys.get_mut(i)
+            && *armed
+        {
+            *armed = false;
             if let Some(reason) = reason {
-                self.engine.cancel(self.key, reason);
+                self.engine.cancel(*key, reason);
             }
         }
     }
@@ -664,7 +701,9 @@ impl CancelGuard {
 
 impl Drop for CancelGuard {
     fn drop(&mut self) {
-        self.end(Some(FinishReason::Abort));
+        for i in 0..self.keys.len() {
+            self.end(i, Some(FinishReason::Abort));
+        }
     }
 }
 
@@ -716,7 +755,8 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let key = r.keys.fetch_add(1, Ordering::Relaxed);
+    let n = g.sampling.n;
+    let key = r.keys.fetch_add(u64::from(n), Ordering::Relaxed);
     let fate = r.cfg.faults.draw(r.cfg.engine.seed, key, g.max_tokens);
     if fate.error_500 {
         return error(
@@ -728,23 +768,55 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
     if fate.stall {
         tokio::time::sleep(r.clock.wall(r.cfg.faults.stall_s)).await;
     }
-    let spec = RequestSpec {
-        prompt_tokens: g.prompt_tokens,
-        max_tokens: g.max_tokens,
-        ignore_eos: g.ignore_eos,
-    };
+    let seed = r.cfg.engine.seed;
     // A cut or a malformed stream is decided up front and carried out by the engine, so the
-    // server's count (abort, error) and what the client sees always agree.
-    let cut = match (fate.cut_after, fate.malformed_after) {
+    // server's count (abort, error) and what the client sees always agree; so is where a
+    // stop string or a tool call ends a sample (the text is deterministic).
+    let fault = match (fate.cut_after, fate.malformed_after) {
         (Some(at), _) => Some((at.min(g.max_tokens), FinishReason::Abort)),
         (None, Some(at)) => Some((at.min(g.max_tokens), FinishReason::Error)),
         (None, None) => None,
     };
-    let rx = r.engine.submit(key, spec, cut);
+    let mut choices = Vec::with_capacity(n as usize);
+    let mut keys = Vec::with_capacity(n as usize);
+    // The samples share the prompt: its blocks are cached when the first is scheduled, so the
+    // others find them (vLLM fans `n` out into child requests over one prefix).
+    for i in 0..n {
+        let plan = sampling::plan(
+            &g.sampling,
+            seed,
+            g.prompt_fingerprint,
+            i,
+            g.max_tokens,
+            g.last_is_tool,
+        );
+        let planned = plan
+            .end
+            .filter(|e| *e <= g.max_tokens)
+            .map(|e| (e, FinishReason::Stop));
+        let cut = match (fault, planned) {
+            (Some(f), Some(p)) => Some(if f.0 < p.0 { f } else { p }),
+            (f, p) => f.or(p),
+        };
+        let spec = RequestSpec {
+            prompt_tokens: g.prompt_tokens,
+            max_tokens: g.max_tokens,
+            ignore_eos: g.ignore_eos || plan.call.is_some(),
+        };
+        let k = key + u64::from(i);
+        let rx = r.engine.submit(k, spec, cut, g.blocks.clone());
+        keys.push((k, true));
+        choices.push(Choice {
+            rx,
+            plan,
+            sent: 0,
+            text_bytes: 0,
+            done: None,
+        });
+    }
     let guard = CancelGuard {
         engine: r.engine.clone(),
-        key,
-        armed: true,
+        keys,
     };
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -752,20 +824,19 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
     let id = format!(
         "{}-{:016x}",
         if chat { "chatcmpl" } else { "cmpl" },
-        inferscale_engine::mix(&[r.cfg.engine.seed, r.index as u64, key])
+        inferscale_engine::mix(&[seed, r.index as u64, key])
     );
     let stream = Stream {
-        rx,
+        choices,
         guard,
         chat,
         id,
         created,
         model_json: serde_json::to_string(&r.cfg.served_model_name)
             .unwrap_or_else(|_| "\"model\"".into()),
-        seed: r.cfg.engine.seed,
-        fingerprint: g.prompt_fingerprint,
+        seed,
         include_usage: g.include_usage,
-        sent: 0,
+        logprobs: g.sampling.logprobs,
         role_sent: false,
         fate,
         state: StreamState::Open,
@@ -784,90 +855,176 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
     }
 }
 
+/// One sample of a response, as it runs.
+struct Choice {
+    rx: mpsc::UnboundedReceiver<Update>,
+    plan: Plan,
+    /// Tokens sent.
+    sent: u32,
+    /// Bytes of text sent (a completion's logprobs count offsets in it).
+    text_bytes: usize,
+    /// How it ended: reason, prompt and output tokens.
+    done: Option<(FinishReason, u32, u32)>,
+}
+
+impl Choice {
+    /// `finish_reason` and `stop_reason` for how it ended.
+    fn reasons(&self, reason: FinishReason, output: u32) -> (&'static str, Value) {
+        let planned_end = reason == FinishReason::Stop && self.plan.end == Some(output);
+        let finish = match &self.plan.call {
+            Some(c) if reason == FinishReason::Stop => c.finish,
+            _ => reason_label(reason),
+        };
+        let stop = match &self.plan.stop_reason {
+            Some(s) if planned_end => Value::String(s.clone()),
+            _ => Value::Null,
+        };
+        (finish, stop)
+    }
+}
+
 async fn whole_response(mut s: Stream) -> Response<Body> {
-    let (output, reason, prompt) = loop {
-        match s.rx.recv().await {
-            Some(Update::Token(_)) => {}
-            Some(Update::Done {
-                reason,
-                prompt,
-                output,
-            }) => {
-                s.guard.end(None);
-                break (output, reason, prompt);
-            }
-            None => {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the engine stopped",
-                    None,
-                );
+    for i in 0..s.choices.len() {
+        loop {
+            match s.choices[i].rx.recv().await {
+                Some(Update::Token(_)) => {}
+                Some(Update::Done {
+                    reason,
+                    prompt,
+                    output,
+                }) => {
+                    s.guard.end(i, None);
+                    s.choices[i].done = Some((reason, prompt, output));
+                    break;
+                }
+                None => {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "the engine stopped",
+                        None,
+                    );
+                }
             }
         }
-    };
-    let text: String = (0..output)
-        .map(|i| format!(" {}", token_text(s.seed, s.fingerprint, i)))
-        .collect();
-    if reason == FinishReason::Error && s.fate.malformed_after.is_some() {
-        let broken = format!(
-            "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
-            s.id,
-            text.trim()
-        );
-        return full(StatusCode::OK, "application/json", broken);
     }
-    if reason == FinishReason::Abort && s.fate.cut_after.is_some() {
-        let half = format!(
+    let seed = s.seed;
+    let broken = s.choices.iter().find_map(|c| {
+        let (reason, _, output) = c.done?;
+        let faulted = (reason == FinishReason::Error && s.fate.malformed_after.is_some())
+            || (reason == FinishReason::Abort && s.fate.cut_after.is_some());
+        faulted.then(|| (reason, c.plan.text(seed, output)))
+    });
+    if let Some((reason, text)) = broken {
+        let head = format!(
             "{{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{}",
             s.id,
             text.trim()
         );
-        let frames = futures_cut(half);
-        let mut resp = Response::new(frames);
+        if reason == FinishReason::Error {
+            return full(StatusCode::OK, "application/json", head);
+        }
+        let mut resp = Response::new(futures_cut(head));
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
         return resp;
     }
-    let usage = Usage::new(u64::from(prompt), u64::from(output));
-    let finish = Some(reason_label(reason).to_owned());
+    let prompt = s.choices.first().and_then(|c| c.done).map_or(0, |d| d.1);
+    let completion: u64 = s
+        .choices
+        .iter()
+        .filter_map(|c| c.done)
+        .map(|d| u64::from(d.2))
+        .sum();
+    let usage = Usage::new(u64::from(prompt), completion);
+    let model: String = serde_json::from_str(&s.model_json).unwrap_or_default();
     if s.chat {
+        let choices = s
+            .choices
+            .iter()
+            .map(|c| {
+                let (reason, _, output) = c.done.unwrap_or((FinishReason::Abort, 0, 0));
+                let (finish, stop) = c.reasons(reason, output);
+                let logprobs = s.logprobs.map(|k| {
+                    let content: Vec<Value> = (0..output)
+                        .map(|i| {
+                            sampling::chat_logprob(
+                                seed,
+                                c.plan.fingerprint,
+                                i,
+                                &c.plan.piece(seed, i),
+                                k,
+                            )
+                        })
+                        .collect();
+                    serde_json::json!({ "content": content })
+                });
+                let message = match &c.plan.call {
+                    Some(call) => AssistantMessage {
+                        role: "assistant".into(),
+                        content: (!call.content_null).then(String::new),
+                        tool_calls: vec![ToolCall {
+                            id: call.id.clone(),
+                            kind: "function".into(),
+                            function: FunctionCall {
+                                name: call.name.clone(),
+                                arguments: c.plan.text(seed, output),
+                            },
+                        }],
+                    },
+                    None => AssistantMessage {
+                        role: "assistant".into(),
+                        content: Some(c.plan.text(seed, output)),
+                        tool_calls: Vec::new(),
+                    },
+                };
+                ChatChoice {
+                    index: c.plan.index,
+                    message,
+                    logprobs,
+                    finish_reason: Some(finish.to_owned()),
+                    stop_reason: Some(stop),
+                }
+            })
+            .collect();
         json(
             StatusCode::OK,
             &ChatCompletion {
                 id: s.id.clone(),
                 object: "chat.completion".into(),
                 created: s.created,
-                model: serde_json::from_str(&s.model_json).unwrap_or_default(),
-                choices: vec![ChatChoice {
-                    index: 0,
-                    message: ChatMessage {
-                        role: "assistant".into(),
-                        content: text,
-                    },
-                    logprobs: None,
-                    finish_reason: finish,
-                    stop_reason: None,
-                }],
+                model,
+                choices,
                 usage,
             },
         )
     } else {
+        let choices = s
+            .choices
+            .iter()
+            .map(|c| {
+                let (reason, _, output) = c.done.unwrap_or((FinishReason::Abort, 0, 0));
+                let (finish, stop) = c.reasons(reason, output);
+                CompletionChoice {
+                    index: c.plan.index,
+                    text: c.plan.text(seed, output),
+                    logprobs: s
+                        .logprobs
+                        .map(|k| sampling::completion_logprobs(&c.plan, seed, 0, output, 0, k)),
+                    finish_reason: Some(finish.to_owned()),
+                    stop_reason: Some(stop),
+                }
+            })
+            .collect();
         json(
             StatusCode::OK,
             &Completion {
                 id: s.id.clone(),
                 object: "text_completion".into(),
                 created: s.created,
-                model: serde_json::from_str(&s.model_json).unwrap_or_default(),
-                choices: vec![CompletionChoice {
-                    index: 0,
-                    text,
-                    logprobs: None,
-                    finish_reason: finish,
-                    stop_reason: None,
-                }],
+                model,
+                choices,
                 usage: Some(usage),
             },
         )
@@ -914,20 +1071,20 @@ enum StreamState {
     Closed,
 }
 
-/// A request's token stream, as server-sent events.
+/// A response's token streams, as server-sent events: each sample's chunks carry its index.
 struct Stream {
-    rx: mpsc::UnboundedReceiver<Update>,
+    choices: Vec<Choice>,
     guard: CancelGuard,
     chat: bool,
     id: String,
     created: u64,
     model_json: String,
     seed: u64,
-    fingerprint: u64,
     include_usage: bool,
-    sent: u32,
+    /// Log probabilities asked for, with this many alternatives.
+    logprobs: Option<u32>,
     role_sent: bool,
-    fate: Fate,
+    fate: crate::faults::Fate,
     state: StreamState,
 }
 
@@ -945,40 +1102,114 @@ impl Stream {
         out.push_str(&self.model_json);
     }
 
-    fn token(&self, out: &mut String, text: &str) {
+    /// A chunk whose one choice is `choice` (a JSON object).
+    fn chunk(&self, out: &mut String, choice: &Value) {
         self.head(out);
-        if self.chat {
-            out.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
-            push_json_str(out, text);
-            out.push_str("\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
-        } else {
-            out.push_str(",\"choices\":[{\"index\":0,\"text\":\"");
-            push_json_str(out, text);
-            out.push_str("\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}\n\n");
-        }
+        out.push_str(",\"choices\":[");
+        out.push_str(&choice.to_string());
+        out.push_str("]}\n\n");
     }
 
-    fn role(&self, out: &mut String) {
-        self.head(out);
-        out.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
-    }
-
-    fn finish(&self, out: &mut String, reason: FinishReason, prompt: u32, output: u32) {
-        self.head(out);
-        let r = reason_label(reason);
-        if self.chat {
-            out.push_str(&format!(",\"choices\":[{{\"index\":0,\"delta\":{{}},\"logprobs\":null,\"finish_reason\":\"{r}\"}}]}}\n\n"));
-        } else {
-            out.push_str(&format!(",\"choices\":[{{\"index\":0,\"text\":\"\",\"logprobs\":null,\"finish_reason\":\"{r}\",\"stop_reason\":null}}]}}\n\n"));
-        }
-        if self.include_usage {
+    /// Output token `i` of choice `c`.
+    fn token(&self, out: &mut String, c: &Choice, i: u32) {
+        let seed = self.seed;
+        let piece = c.plan.piece(seed, i);
+        let index = c.plan.index;
+        if self.logprobs.is_none() && c.plan.call.is_none() {
+            // The common case, written directly (the load tests stream millions of these).
             self.head(out);
-            out.push_str(&format!(
-                ",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{output}}}}}\n\n",
-                prompt + output
-            ));
+            if self.chat {
+                out.push_str(&format!(
+                    ",\"choices\":[{{\"index\":{index},\"delta\":{{\"content\":\""
+                ));
+                push_json_str(out, &piece);
+                out.push_str("\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+            } else {
+                out.push_str(&format!(",\"choices\":[{{\"index\":{index},\"text\":\""));
+                push_json_str(out, &piece);
+                out.push_str(
+                    "\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}\n\n",
+                );
+            }
+            return;
         }
-        out.push_str("data: [DONE]\n\n");
+        if let Some(call) = &c.plan.call {
+            // The name goes out with the first token; the arguments as they are generated.
+            let tool = if i == 0 {
+                serde_json::json!({"index": 0, "id": call.id, "type": "function",
+                    "function": {"name": call.name, "arguments": piece}})
+            } else if i < call.head_tokens {
+                return;
+            } else {
+                serde_json::json!({"index": 0, "function": {"arguments": piece}})
+            };
+            let mut delta = serde_json::json!({ "tool_calls": [tool] });
+            if i == 0 && !call.content_null {
+                delta["content"] = Value::String(String::new());
+            }
+            let logprobs = self.logprobs.map(|k| {
+                serde_json::json!({"content": [sampling::chat_logprob(seed, c.plan.fingerprint, i, &piece, k)]})
+            });
+            self.chunk(
+                out,
+                &serde_json::json!({"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": null}),
+            );
+            return;
+        }
+        let k = self.logprobs.unwrap_or(0);
+        if self.chat {
+            let lp = sampling::chat_logprob(seed, c.plan.fingerprint, i, &piece, k);
+            self.chunk(
+                out,
+                &serde_json::json!({"index": index, "delta": {"content": piece},
+                    "logprobs": {"content": [lp]}, "finish_reason": null}),
+            );
+        } else {
+            let lp = sampling::completion_logprobs(&c.plan, seed, i, i + 1, c.text_bytes, k);
+            self.chunk(
+                out,
+                &serde_json::json!({"index": index, "text": piece, "logprobs": lp,
+                    "finish_reason": null, "stop_reason": null}),
+            );
+        }
+    }
+
+    fn role(&self, out: &mut String, index: u32) {
+        self.head(out);
+        out.push_str(&format!(",\"choices\":[{{\"index\":{index},\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"));
+    }
+
+    fn finish(&self, out: &mut String, c: &Choice, reason: FinishReason, output: u32) {
+        let (finish, stop) = c.reasons(reason, output);
+        let index = c.plan.index;
+        if self.chat {
+            self.chunk(
+                out,
+                &serde_json::json!({"index": index, "delta": {}, "logprobs": null,
+                    "finish_reason": finish, "stop_reason": stop}),
+            );
+        } else {
+            self.chunk(
+                out,
+                &serde_json::json!({"index": index, "text": "", "logprobs": null,
+                    "finish_reason": finish, "stop_reason": stop}),
+            );
+        }
+    }
+
+    fn usage(&self, out: &mut String) {
+        let prompt = self.choices.first().and_then(|c| c.done).map_or(0, |d| d.1);
+        let output: u32 = self
+            .choices
+            .iter()
+            .filter_map(|c| c.done)
+            .map(|d| d.2)
+            .sum();
+        self.head(out);
+        out.push_str(&format!(
+            ",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{output}}}}}\n\n",
+            prompt + output
+        ));
     }
 }
 
@@ -1016,44 +1247,58 @@ impl hyper::body::Body for Stream {
         let mut out = String::new();
         if this.chat && !this.role_sent {
             this.role_sent = true;
-            this.role(&mut out);
-        }
-        loop {
-            match this.rx.poll_recv(cx) {
-                Poll::Ready(Some(Update::Token(n))) => {
-                    for i in this.sent..n {
-                        this.token(
-                            &mut out,
-                            &format!(" {}", token_text(this.seed, this.fingerprint, i)),
-                        );
-                    }
-                    this.sent = this.sent.max(n);
-                }
-                Poll::Ready(Some(Update::Done {
-                    reason,
-                    prompt,
-                    output,
-                })) => {
-                    this.guard.end(None);
-                    if reason == FinishReason::Abort && this.fate.cut_after.is_some() {
-                        this.state = StreamState::Cut;
-                    } else if reason == FinishReason::Error && this.fate.malformed_after.is_some() {
-                        this.head(&mut out);
-                        out.push_str(",\"choices\":[{\"index\":0,\"text\":\" broken\\u00\n\n");
-                        this.state = StreamState::Closed;
-                    } else {
-                        this.finish(&mut out, reason, prompt, output);
-                        this.state = StreamState::Closed;
-                    }
-                    break;
-                }
-                Poll::Ready(None) => {
-                    this.guard.end(None);
-                    this.state = StreamState::Closed;
-                    break;
-                }
-                Poll::Pending => break,
+            for c in &this.choices {
+                this.role(&mut out, c.plan.index);
             }
+        }
+        for i in 0..this.choices.len() {
+            while this.choices[i].done.is_none() && this.state == StreamState::Open {
+                match this.choices[i].rx.poll_recv(cx) {
+                    Poll::Ready(Some(Update::Token(n))) => {
+                        for t in this.choices[i].sent..n {
+                            this.token(&mut out, &this.choices[i], t);
+                            // A completion's logprobs give each token's offset in the text.
+                            let offsets = this.logprobs.is_some() && !this.chat;
+                            let c = &mut this.choices[i];
+                            if offsets {
+                                c.text_bytes += c.plan.piece(this.seed, t).len();
+                            }
+                            c.sent = t + 1;
+                        }
+                    }
+                    Poll::Ready(Some(Update::Done {
+                        reason,
+                        prompt,
+                        output,
+                    })) => {
+                        this.guard.end(i, None);
+                        this.choices[i].done = Some((reason, prompt, output));
+                        if reason == FinishReason::Abort && this.fate.cut_after.is_some() {
+                            this.state = StreamState::Cut;
+                        } else if reason == FinishReason::Error
+                            && this.fate.malformed_after.is_some()
+                        {
+                            this.head(&mut out);
+                            out.push_str(",\"choices\":[{\"index\":0,\"text\":\" broken\\u00\n\n");
+                            this.state = StreamState::Closed;
+                        } else {
+                            this.finish(&mut out, &this.choices[i], reason, output);
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        this.guard.end(i, None);
+                        this.state = StreamState::Closed;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        if this.state == StreamState::Open && this.choices.iter().all(|c| c.done.is_some()) {
+            if this.include_usage {
+                this.usage(&mut out);
+            }
+            out.push_str("data: [DONE]\n\n");
+            this.state = StreamState::Closed;
         }
         if out.is_empty() {
             return match this.state {

@@ -240,7 +240,11 @@ async fn bad_requests_are_refused_like_vllm() {
             "stream=True",
         ),
         (r#"{"max_tokens":3}"#, 400, "prompt"),
-        (r#"{"prompt":"x","n":3}"#, 400, "`n`"),
+        (r#"{"prompt":"x","n":0}"#, 400, "`n`"),
+        (r#"{"prompt":"x","n":1000}"#, 400, "at most 128"),
+        (r#"{"prompt":"x","stop":5}"#, 400, "`stop`"),
+        (r#"{"prompt":"x","logprobs":21}"#, 400, "max allowed: 20"),
+        (r#"{"prompt":"x","cache_salt":7}"#, 400, "cache_salt"),
         (r#"{"model":"gpt-4","prompt":"x"}"#, 404, "does not exist"),
         (
             r#"{"prompt":"x","max_tokens":5000}"#,
@@ -390,4 +394,42 @@ async fn faults_are_injected_and_accounted() {
         "stalled for {:?}",
         t.elapsed()
     );
+}
+
+/// `vllm:prefix_cache_hits_total` now.
+async fn prefix_hits(api: std::net::SocketAddr) -> f64 {
+    let (_, text) = get(api, "/metrics").await;
+    text.lines()
+        .filter(|l| l.starts_with("vllm:prefix_cache_hits_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_prompt_hits_the_prefix_cache_unless_it_is_off() {
+    // 40 words of 1 token each, a full block of 16 being the unit: 2 full blocks.
+    let prompt = "alpha beta gamma delta ".repeat(10);
+    let body = format!(r#"{{"prompt":"{prompt}","max_tokens":4}}"#);
+    for caching in [true, false] {
+        let mut cfg = eks(1000.0);
+        cfg.engine.prefix_caching = caching;
+        let sim = start(cfg).await;
+        wait_ready(sim.api).await;
+        assert_eq!(post(sim.api, "/v1/completions", &body).await.0, 200);
+        let first = prefix_hits(sim.api).await;
+        assert_eq!(post(sim.api, "/v1/completions", &body).await.0, 200);
+        let second = prefix_hits(sim.api).await - first;
+        // Another prompt that shares the first 32 tokens; and a salted one that shares none.
+        let other = format!(r#"{{"prompt":"{prompt} omega","max_tokens":4}}"#);
+        assert_eq!(post(sim.api, "/v1/completions", &other).await.0, 200);
+        let third = prefix_hits(sim.api).await - first - second;
+        let salted = format!(r#"{{"prompt":"{prompt}","max_tokens":4,"cache_salt":"tenant-b"}}"#);
+        assert_eq!(post(sim.api, "/v1/completions", &salted).await.0, 200);
+        let fourth = prefix_hits(sim.api).await - first - second - third;
+        if caching {
+            assert_eq!((first, second, third, fourth), (0.0, 32.0, 32.0, 0.0));
+        } else {
+            assert_eq!((first, second, third, fourth), (0.0, 0.0, 0.0, 0.0));
+        }
+    }
 }

@@ -1,13 +1,16 @@
 //! `inferscale fidelity`: predictions against published measurements.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use inferscale_predict::calibrate::{evaluate, fit};
+use inferscale_engine::hardware::GpuSpec;
+use inferscale_predict::calibrate::{Physics, evaluate, fit};
 use inferscale_predict::fidelity::{
-    Builtin, Case, Options, Report, read_cases, run as predict_cases,
+    Case, Extended, Options, Report, read_cases, run as predict_cases,
 };
+use inferscale_predict::harness::{self, Applied};
 
 use crate::cli::{ArrivalsArg, FidelityArgs};
 use crate::exit;
@@ -71,87 +74,179 @@ fn table(r: &Report, all: bool) -> String {
     s
 }
 
-fn calibrate(args: &FidelityArgs, cases: &[Case], opts: &Options) -> Result<ExitCode> {
+/// Progress on standard error, on a terminal only (a line rewritten in place).
+fn progress_line(text: &str) {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K{text}");
+    }
+}
+
+fn progress_done() {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+}
+
+fn facts(applied: &[Applied]) -> String {
+    let mut s = String::new();
+    for a in applied {
+        let facts: Vec<String> = a.facts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            s,
+            "harness facts: {} ({} cases): {}",
+            a.name,
+            a.cases,
+            facts.join(", ")
+        );
+    }
+    if !s.is_empty() {
+        s.push('\n');
+    }
+    s
+}
+
+fn calibrate(
+    args: &FidelityArgs,
+    cases: &[Case],
+    cat: &Extended,
+    opts: &Options,
+    applied: &[Applied],
+) -> Result<ExitCode> {
     let gpu_of = |c: &Case| c.get("gpu").to_ascii_lowercase();
-    let (fit_on, held): (Vec<Case>, Vec<Case>) = match &args.leave_out {
-        None => (cases.to_vec(), Vec::new()),
+    let mut left_out: Vec<String> = Vec::new();
+    match args.leave_out.as_deref() {
+        None => {}
+        Some("all") => {
+            for c in cases {
+                if !left_out.contains(&gpu_of(c)) {
+                    left_out.push(gpu_of(c));
+                }
+            }
+        }
         Some(g) => {
             let g = g.to_ascii_lowercase();
-            let (held, fit): (Vec<Case>, Vec<Case>) =
-                cases.iter().cloned().partition(|c| gpu_of(c) == g);
-            if held.is_empty() {
+            if !cases.iter().any(|c| gpu_of(c) == g) {
                 anyhow::bail!(
-                    "--leave-out {g}: no case of that GPU in {}",
-                    args.cases.display()
+                    "--leave-out {g:?}: no case of that GPU in {} (GPUs there: {})",
+                    args.cases.display(),
+                    {
+                        let mut gs: Vec<String> = cases.iter().map(gpu_of).collect();
+                        gs.sort();
+                        gs.dedup();
+                        gs.join(", ")
+                    }
                 );
             }
-            (fit, held)
+            left_out.push(g);
         }
-    };
-    let json = args.json;
-    let f = fit(&fit_on, &Builtin, opts, &mut |n, j| {
-        if !json {
-            eprint!("\r  {n} evaluations, objective {j:.3} …");
-        }
-    });
-    if !json {
-        eprintln!();
     }
-    let on_fit = evaluate(&fit_on, &Builtin, opts, &f.physics);
-    let on_held = (!held.is_empty()).then(|| evaluate(&held, &Builtin, opts, &f.physics));
+    let json = args.json;
+    let fit_on = |label: &str, fit_cases: &[Case]| {
+        let f = fit(fit_cases, cat, opts, Physics::prior(), &mut |n, j| {
+            progress_line(&format!("  {label}: {n} evaluations, objective {j:.3} …"));
+        });
+        progress_done();
+        f
+    };
+    let prior = evaluate(cases, cat, opts, &Physics::prior());
+    let f = fit_on("fit on all cases", cases);
+    let on_all = evaluate(cases, cat, opts, &f.physics);
+    let mut held_out = Vec::new();
+    for g in &left_out {
+        let (held, rest): (Vec<Case>, Vec<Case>) =
+            cases.iter().cloned().partition(|c| gpu_of(c) == *g);
+        let fg = fit_on(&format!("fit without {g}"), &rest);
+        let on_held = evaluate(&held, cat, opts, &fg.physics);
+        held_out.push((g.clone(), rest.len(), fg, on_held));
+    }
     if json {
+        let held: Vec<serde_json::Value> = held_out
+            .iter()
+            .map(|(g, n, fg, r)| {
+                serde_json::json!({"gpu": g, "fitted_on": n, "fit": fg, "held_out_cases": r})
+            })
+            .collect();
         emit(&format!(
             "{}\n",
             serde_json::to_string_pretty(&serde_json::json!({
-                "fit": f, "fitted_cases": on_fit, "held_out_gpu": args.leave_out, "held_out_cases": on_held,
+                "prior": Physics::prior(), "prior_cases": prior, "fit": f, "fitted_cases": on_all,
+                "leave_one_gpu_out": held, "harness_facts": applied,
             }))?
         ))?;
         return Ok(ExitCode::from(exit::SUCCESS));
     }
-    let mut s = format!(
-        "fitted on {} cases in {} evaluations (objective {:.3}):\n{}\n\non the cases fitted:\n{}",
-        fit_on.len(),
+    let mut s = facts(applied);
+    let _ = write!(
+        s,
+        "the prior (before any fit):\n{}\n\non the cases:\n{}\n",
+        serde_json::to_string_pretty(&Physics::prior())?,
+        table(&prior, false)
+    );
+    let _ = write!(
+        s,
+        "fitted from the prior on {} cases in {} evaluations (objective {:.3}):\n{}\n\non the cases fitted:\n{}",
+        cases.len(),
         f.evaluations,
         f.objective,
         serde_json::to_string_pretty(&f.physics)?,
-        table(&on_fit, false)
+        table(&on_all, false)
     );
-    if let (Some(h), Some(g)) = (&on_held, &args.leave_out) {
+    for (g, n, fg, r) in &held_out {
         let _ = write!(
             s,
-            "\non the {} cases of {g}, left out of the fit:\n{}",
-            held.len(),
-            table(h, false)
+            "\nleft out {g}: fitted on the other {n} cases (objective {:.3}):\n{}\n\non the {} cases of {g}:\n{}",
+            fg.objective,
+            serde_json::to_string(&fg.physics)?,
+            r.cases.len() + r.skipped.len(),
+            table(r, false)
         );
     }
     emit(&s)?;
     Ok(ExitCode::from(exit::SUCCESS))
 }
 
+fn catalog(args: &FidelityArgs) -> Result<Extended> {
+    let mut cat = Extended::default();
+    for m in &args.model_config {
+        let spec = crate::cmd::predict::read_model_config(m)?;
+        let name = spec.name.clone();
+        cat.models.push((name, spec));
+    }
+    for p in &args.gpu_spec {
+        cat.gpus
+            .push(crate::input::read_json::<GpuSpec>(p, "GPU spec")?);
+    }
+    Ok(cat)
+}
+
 /// Runs the command.
 pub(crate) fn run(args: &FidelityArgs) -> Result<ExitCode> {
     let text = read_text(&args.cases, "case file", cap::SMALL)?;
-    let cases = read_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
-    let json = args.json;
+    let mut cases = read_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
+    let cat = catalog(args)?;
+    let applied = if args.no_harness_facts {
+        Vec::new()
+    } else {
+        harness::apply(&mut cases, &harness::builtin())
+    };
     let opts = Options {
         poisson: args.arrivals == ArrivalsArg::Poisson,
         timeout_s: args.timeout.map(|d| d.as_secs_f64()),
         physics: None,
     };
     if args.calibrate {
-        return calibrate(args, &cases, &opts);
+        return calibrate(args, &cases, &cat, &opts, &applied);
     }
-    let report = predict_cases(&cases, &Builtin, &opts, &mut |i, n| {
-        if !json && i < n {
-            eprint!("\r  simulating setup {}/{n} …", i + 1);
-        } else if !json {
-            eprintln!();
-        }
+    let report = predict_cases(&cases, &cat, &opts, &mut |i, n| {
+        progress_line(&format!("  simulating setup {}/{n} …", (i + 1).min(n)));
     });
+    progress_done();
     if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        let mut v = serde_json::to_value(&report)?;
+        v["harness_facts"] = serde_json::to_value(&applied)?;
+        emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {
-        emit(&table(&report, args.all))?;
+        emit(&format!("{}{}", facts(&applied), table(&report, args.all)))?;
     }
     Ok(ExitCode::from(exit::SUCCESS))
 }

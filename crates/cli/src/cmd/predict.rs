@@ -39,15 +39,41 @@ fn gpus(args: &PredictArgs) -> Result<Vec<GpuSpec>> {
         .collect()
 }
 
+/// Reads `--model-config [NAME=]FILE`: a Hugging Face `config.json`, named NAME, else its
+/// `_name_or_path`, else its folder's name.
+pub(crate) fn read_model_config(arg: &str) -> Result<ModelSpec> {
+    let (name, path) = match arg.split_once('=') {
+        Some((n, p)) if !n.is_empty() && !std::path::Path::new(arg).exists() => {
+            (Some(n.to_owned()), std::path::PathBuf::from(p))
+        }
+        _ => (None, std::path::PathBuf::from(arg)),
+    };
+    let text = read_text(&path, "model config", cap::SMALL)?;
+    let name = name
+        .or_else(|| {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .ok()?
+                .get("_name_or_path")?
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| {
+            path.canonicalize()
+                .ok()
+                .and_then(|p| {
+                    p.parent()?
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                })
+                .unwrap_or_else(|| "model".to_owned())
+        });
+    inferscale_engine::hf::from_config(&text, &name).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
 fn model(args: &PredictArgs) -> Result<ModelSpec> {
     if let Some(p) = &args.model_config {
-        let text = read_text(p, "model config", cap::SMALL)?;
-        let name = p
-            .parent()
-            .and_then(|d| d.file_name())
-            .map_or("model".to_owned(), |n| n.to_string_lossy().into_owned());
-        return inferscale_engine::hf::from_config(&text, &name)
-            .map_err(|e| anyhow!("{}: {e}", p.display()));
+        return read_model_config(p);
     }
     let name = args.model.as_deref().unwrap_or_default();
     find_model(name).ok_or_else(|| {

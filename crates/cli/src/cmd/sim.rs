@@ -98,11 +98,21 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
     }
-    match a.quantization.as_deref() {
-        Some("fp8") => engine.dtype = WeightDtype::Fp8,
-        Some(_) => engine.dtype = WeightDtype::Bf16,
-        None => {}
+    if let Some(m) = &a.model_config {
+        engine.model = crate::cmd::predict::read_model_config(m)?;
+        engine.dtype = engine.model.native_dtype;
+        engine.max_model_len = engine.model.max_context.min(32768);
     }
+    match a.quantization.as_deref() {
+        None => {}
+        Some("none") => engine.dtype = WeightDtype::Bf16,
+        Some(q) => {
+            engine.dtype = WeightDtype::parse(q).ok_or_else(|| {
+                anyhow!("--quantization {q:?}: expected fp8, awq, gptq, mxfp4, nvfp4 or none")
+            })?;
+        }
+    }
+    engine.prefix_caching &= !a.no_enable_prefix_caching;
     if let Some(k) = &a.kv_cache_dtype {
         engine.kv_dtype_bytes = if k == "fp8" { 1.0 } else { 2.0 };
     }
@@ -172,6 +182,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     cfg.max_body_bytes = a.max_body;
     cfg.hostname = a.hostname.clone();
     cfg.access_log = a.access_log.clone();
+    cfg.auto_tool_choice = a.enable_auto_tool_choice && a.tool_call_parser.is_some();
     cfg.api_key = match &a.api_key_file {
         Some(p) => Some(
             inferscale_sim::ApiKey::new(&crate::credentials::read_small(p, "API key file")?)
