@@ -12,6 +12,7 @@ mod job;
 mod labels;
 mod output;
 mod shutdown;
+mod specs;
 mod units;
 
 use std::process::ExitCode;

@@ -4,11 +4,12 @@
 //! prefilling one) plus the engine's own work around it. Its duration is
 //!
 //! ```text
-//! forward = max(gpu × clock_factor, dispatch)
-//! gpu     = max(bytes / (bandwidth × η_mem), gemm_flops / (peak × η_compute)
-//!                                           + attention_flops / (bf16_peak × η_compute))
-//!           + all_reduce
-//! step    = forward + step_fixed + per_sequence × sequences
+//! t_mem    = (weights + kv_write) / (bandwidth × η_mem) + kv_read / (bandwidth × η_mem × η_kv)
+//! t_comp   = gemm_flops / (peak × η_compute) + attention_flops / (bf16_peak × η_compute)
+//! gpu      = (max(t_mem, t_comp) + all_reduce + gpu_step) × clock_factor
+//! cpu      = step_fixed + per_sequence × sequences
+//! step     = max(gpu, dispatch, cpu)            (async scheduling, with CUDA graphs)
+//!          = max(gpu, dispatch) + cpu           (enforce_eager)
 //! ```
 //!
 //! - **bytes**: the weights this rank reads (all of them once per step; for mixture-of-experts
@@ -20,7 +21,7 @@
 //! - **all_reduce** (tensor parallelism): two per layer of `tokens × hidden × 2` bytes each, a
 //!   ring's `2(tp−1)/tp` of them over the interconnect plus a fixed latency.
 //! - **dispatch**: the CPU time to issue the forward. Without CUDA graphs (`enforce_eager`)
-//!   every PyTorch op of every layer is dispatched from Python (≈ 30 µs each; 12 ops per layer,
+//!   every PyTorch op of every layer is dispatched from Python (≈ 35 µs each; 12 ops per layer,
 //!   4 more with FP8 dynamic activation quantisation); with graphs a decode-only batch of a
 //!   captured size replays one graph, and mixed batches run piecewise (attention eager). The
 //!   GPU works while the CPU dispatches, so the forward takes the longer of the two.
@@ -28,8 +29,9 @@
 //!   handling (Vidur's CPU-overhead profile of vLLM: ≈ 1.4 ms at small batch, ≈ 28 µs per
 //!   sequence).
 //!
-//! Efficiencies come from the GPU table (`mem_efficiency`, `compute_efficiency`); nothing here
-//! is fitted to one deployment.
+//! Efficiencies come from the GPU table (`mem_efficiency`, `compute_efficiency`); the shared
+//! parameters were fitted once on published measurements (docs/performance-model.md), and
+//! nothing here is set for one deployment.
 
 use serde::{Deserialize, Serialize};
 
@@ -80,8 +82,8 @@ impl Default for Overheads {
             fp8_extra_ops_per_layer: 4,
             graph_replay_s: 0.1e-3,
             graph_piece_s: 10e-6,
-            frontend_s: 9.6e-3,
-            gpu_step_s: 0.8e-3,
+            frontend_s: 9.61e-3,
+            gpu_step_s: 0.75e-3,
             async_scheduling: true,
             kv_read_efficiency: 1.0,
         }
@@ -383,7 +385,7 @@ mod tests {
         };
         let c = m.step(&s, 1.0);
         assert!(c.memory_bound < 1.0);
-        // 2 × 7.5e9 × 4096 ≈ 61 TFLOP at 692 TFLOP/s effective (70 % of 989) ≈ 0.09 s.
+        // 2 × 7.5e9 × 4096 ≈ 61 TFLOP at 807 TFLOP/s effective (81.6 % of 989) ≈ 0.08 s.
         assert!((0.06..0.15).contains(&c.total_s), "{}", c.total_s);
     }
 

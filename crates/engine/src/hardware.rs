@@ -34,7 +34,7 @@ pub struct GpuSpec {
     /// parts sit at the low end.
     pub mem_efficiency: f64,
     /// Fraction of peak tensor throughput the model's GEMMs achieve. Fitted
-    /// (docs/performance-model.md) on vLLM 0.15 measurements: 0.70, near cuBLAS's large-GEMM
+    /// (docs/performance-model.md) on vLLM 0.15 measurements: 0.816, near cuBLAS's large-GEMM
     /// efficiency on Hopper; the reference's prefill MFU of 0.35–0.45 counts attention and
     /// overheads that this model adds apart.
     pub compute_efficiency: f64,
@@ -101,11 +101,11 @@ fn gpu(
 }
 
 /// The GEMMs' share of peak tensor throughput, every GPU (fitted; see the field's doc).
-pub const COMPUTE_EFFICIENCY: f64 = 0.70;
+pub const COMPUTE_EFFICIENCY: f64 = 0.816;
 
 /// The fitted scale of the interconnects' nominal small all-reduce latencies below (vLLM's
 /// custom all-reduce beats NCCL's small-message latency; docs/performance-model.md).
-pub const ALLREDUCE_LATENCY_SCALE: f64 = 0.67;
+pub const ALLREDUCE_LATENCY_SCALE: f64 = 0.89;
 
 /// PCIe Gen4 x16 all-reduce: ~22 GB/s bus bandwidth, ~25 µs per small all-reduce.
 const PCIE4: (f64, f64) = (22.0, 25.0);

@@ -112,13 +112,18 @@ impl Physics {
     }
 }
 
-/// Each parameter's physical bounds: outside them it would stand for something else.
+/// Each parameter's physical bounds: outside them it would stand for something else. The
+/// scales are of the GPU table's values, so the bounds on what they stand for are divided
+/// by the table's constants.
 const BOUNDS: [(f64, f64); 8] = [
     // Memory efficiency may move a fifth either way from the tables' values (no GPU streams
     // above ~95 % of peak).
     (0.8, 1.2),
-    // GEMM efficiency between 42 % and 100 % of peak (times the table's 0.70).
-    (0.6, 1.43),
+    // GEMM efficiency between 42 % and 100 % of peak.
+    (
+        0.42 / inferscale_engine::hardware::COMPUTE_EFFICIENCY,
+        1.0 / inferscale_engine::hardware::COMPUTE_EFFICIENCY,
+    ),
     // Paged KV reads between 40 % and 100 % of the weight-read bandwidth.
     (0.4, 1.0),
     // GPU time per step beyond the roofline: at most 3 ms.
@@ -129,9 +134,11 @@ const BOUNDS: [(f64, f64); 8] = [
     (0.0, 100e-6),
     // The frontend: 0.2-30 ms.
     (0.2e-3, 30e-3),
-    // All-reduce latency: half to four times the interconnect's nominal (times the table's
-    // scale).
-    (0.5, 4.0),
+    // All-reduce latency: half to four times the interconnect's nominal.
+    (
+        0.5 / inferscale_engine::hardware::ALLREDUCE_LATENCY_SCALE,
+        4.0 / inferscale_engine::hardware::ALLREDUCE_LATENCY_SCALE,
+    ),
 ];
 
 /// The metric families a fit minimises, each with the median error it is held to.
@@ -176,7 +183,7 @@ pub fn evaluate(cases: &[Case], cat: &dyn Catalog, opts: &Options, physics: &Phy
 }
 
 /// Coordinate descent from `start` (usually [`Physics::prior`]), in multiplicative steps
-/// that halve when no move helps, within [`BOUNDS`].
+/// that halve when no move helps, within the bounds of each parameter (`BOUNDS`).
 pub fn fit(
     cases: &[Case],
     cat: &dyn Catalog,

@@ -45,7 +45,8 @@ pub const COLUMNS: [&str; 25] = [
 
 /// Columns a case may add to describe its workload more exactly (empty or absent: the
 /// defaults of [`Options`]).
-pub const OPTIONAL_COLUMNS: [&str; 7] = [
+pub const OPTIONAL_COLUMNS: [&str; 8] = [
+    "load_values",
     "arrivals",
     "timeout_s",
     "prompt_pool",
@@ -132,7 +133,7 @@ pub fn read_cases(text: &str) -> Result<Vec<Case>, CaseFileError> {
 }
 
 /// Finds GPUs and models by the names cases use.
-pub trait Catalog {
+pub trait Catalog: Sync {
     /// The GPU named `name`.
     fn gpu(&self, name: &str) -> Option<GpuSpec>;
     /// The model named `name` (a Hugging Face id or a short name).
@@ -294,8 +295,11 @@ pub struct CaseResult {
     pub measured: f64,
     /// Predicted.
     pub predicted: f64,
-    /// `|predicted − measured| / measured` (for a measured 0: `|predicted|` in the unit).
-    pub ape: f64,
+    /// `|predicted − measured| / measured`; `None` when the measurement is 0 (the case is
+    /// then left out of the aggregates).
+    pub ape: Option<f64>,
+    /// `|predicted − measured|`, in the unit.
+    pub abs_error: f64,
 }
 
 /// A case not predicted, and why.
@@ -358,7 +362,8 @@ pub struct Report {
 }
 
 /// The columns that make two cases one simulation.
-const SETUP: [&str; 24] = [
+const SETUP: [&str; 25] = [
+    "load_values",
     "arrivals",
     "timeout_s",
     "prompt_pool",
@@ -425,7 +430,7 @@ fn setup(
     c: &Case,
     cat: &dyn Catalog,
     opts: &Options,
-) -> Result<(EngineConfig, Workload, u32, Option<ClientView>), String> {
+) -> Result<(EngineConfig, Vec<Workload>, u32, Option<ClientView>), String> {
     let gpu_name = c.get("gpu");
     let gpu = cat.gpu(gpu_name).ok_or_else(|| {
         format!("unknown GPU {gpu_name:?} (see inferscale sim --list, or pass --gpu-spec)")
@@ -470,9 +475,27 @@ fn setup(
         "constant" | "uniform" => false,
         other => return Err(format!("arrivals {other:?} is not poisson or constant")),
     };
+    // A statement that covers several rates ("near zero through 50 req/s") lists them in
+    // `load_values`: each is simulated and the case takes the largest prediction.
+    let rates: Vec<f64> = match (load_value, c.get("load_values")) {
+        (Some(v), _) => vec![v],
+        (None, "") => Vec::new(),
+        (None, list) => list
+            .split([',', ' ', ';'])
+            .filter(|x| !x.is_empty())
+            .map(|x| {
+                x.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .ok_or_else(|| format!("load_values {list:?}: {x:?} is not a positive number"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
     let (load, warm, requests) = match c.get("load_type") {
         "rate" => {
-            let rps = load_value.ok_or("a rate case without load_value (several rates?)")?;
+            let rps = *rates
+                .first()
+                .ok_or("a rate case without load_value or load_values")?;
             (
                 Load::Rate {
                     rps: share(rps),
@@ -542,7 +565,7 @@ fn setup(
         counted: f64::from(output),
         generated: f64::from(g),
     });
-    let w = Workload {
+    let mut w = Workload {
         input: input_dist,
         output: Dist::Fixed {
             n: generated.unwrap_or(output),
@@ -555,7 +578,34 @@ fn setup(
         warm,
         seed: 1,
     };
-    Ok((cfg, w, replicas, view))
+    let mut ws = Vec::new();
+    if let Load::Rate { poisson, .. } = w.load
+        && rates.len() > 1
+    {
+        for r in &rates {
+            w.load = Load::Rate {
+                rps: share(*r),
+                poisson,
+            };
+            ws.push(w.clone());
+        }
+    } else {
+        ws.push(w);
+    }
+    Ok((cfg, ws, replicas, view))
+}
+
+/// What one setup's simulations gave: the configuration, a summary per load, and how the
+/// client counted tokens.
+type Outcome = Result<(EngineConfig, Vec<Summary>, Option<ClientView>), String>;
+
+fn simulate_setup(c: &Case, cat: &dyn Catalog, opts: &Options) -> Outcome {
+    let (cfg, ws, _, view) = setup(c, cat, opts)?;
+    let sums = ws
+        .iter()
+        .map(|w| crate::predict(&cfg, w).map_err(|e| format!("the setup does not fit: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((cfg, sums, view))
 }
 
 /// Predicts every case of `cases`.
@@ -572,21 +622,52 @@ pub fn run(
     }
     let mut results = Vec::new();
     let mut skipped = Vec::new();
+    let groups: Vec<Vec<&Case>> = groups.into_values().collect();
     let total = groups.len();
-    for (i, group) in groups.values().enumerate() {
-        progress(i, total);
-        let outcome = setup(group[0], cat, opts).and_then(|(cfg, w, _, view)| {
-            crate::predict(&cfg, &w)
-                .map(|s| (cfg, s, view))
-                .map_err(|e| format!("the setup does not fit: {e}"))
+    // The setups are independent: simulated on every core, reported in order.
+    let outcomes: Vec<Outcome> = {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let done = std::sync::Mutex::new(Vec::<(usize, Outcome)>::new());
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(total.max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (next, done, groups) = (&next, &done, &groups);
+                scope.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(g) = groups.get(i) else { break };
+                        let o = simulate_setup(g[0], cat, opts);
+                        if let Ok(mut d) = done.lock() {
+                            d.push((i, o));
+                        }
+                        let _ = tx.send(());
+                    }
+                });
+            }
+            drop(tx);
+            let mut n = 0;
+            progress(0, total);
+            while rx.recv().is_ok() {
+                n += 1;
+                progress(n, total);
+            }
         });
+        let mut d = done.into_inner().unwrap_or_default();
+        d.sort_by_key(|(i, _)| *i);
+        d.into_iter().map(|(_, o)| o).collect()
+    };
+    for (group, outcome) in groups.iter().zip(&outcomes) {
         for c in group {
             let id = c.get("id").to_owned();
             let skip = |reason: String| Skipped {
                 id: id.clone(),
                 reason,
             };
-            let (cfg, s, view) = match &outcome {
+            let (cfg, sums, view) = match outcome {
                 Ok(x) => x,
                 Err(e) => {
                     skipped.push(skip(e.clone()));
@@ -598,29 +679,37 @@ pub fn run(
                 Ok(v) => v,
                 Err(_) => {
                     skipped.push(skip(format!(
-                        "no single measured value ({:?})",
+                        "no single measured value (value {:?}; a range or a statement is not compared)",
                         c.get("value")
                     )));
                     continue;
                 }
             };
-            let Some((family, predicted)) = read_metric(metric, s, cfg, *view) else {
+            let read: Vec<_> = sums
+                .iter()
+                .map(|s| read_metric(metric, s, cfg, *view))
+                .collect();
+            let Some(Some((family, _))) = read.first().copied() else {
                 skipped.push(skip(format!(
                     "{metric} is not something the engine model predicts"
                 )));
                 continue;
             };
+            // Over several rates, the largest prediction (the statement holds through all).
+            let predicted = read
+                .iter()
+                .map(|r| r.and_then(|(_, v)| v))
+                .collect::<Option<Vec<f64>>>()
+                .and_then(|v| v.into_iter().reduce(f64::max));
             let Some(predicted) = predicted else {
                 skipped.push(skip(format!(
                     "the simulation gave no {metric} (no request finished)"
                 )));
                 continue;
             };
-            let ape = if measured == 0.0 {
-                predicted.abs()
-            } else {
-                ((predicted - measured) / measured).abs()
-            };
+            // A measured 0 has no relative error: the absolute one is reported, and the case
+            // is left out of the percentage aggregates.
+            let ape = (measured != 0.0).then(|| ((predicted - measured) / measured).abs());
             results.push(CaseResult {
                 id,
                 gpu: c.get("gpu").to_owned(),
@@ -631,21 +720,22 @@ pub fn run(
                 measured,
                 predicted,
                 ape,
+                abs_error: (predicted - measured).abs(),
             });
         }
     }
-    progress(total, total);
     let mut per_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut per_family: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut per_gpu: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for r in &results {
-        per_metric.entry(r.metric.clone()).or_default().push(r.ape);
+        let Some(ape) = r.ape else { continue };
+        per_metric.entry(r.metric.clone()).or_default().push(ape);
         let fam = serde_json::to_value(r.family)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        per_family.entry(fam).or_default().push(r.ape);
-        per_gpu.entry(r.gpu.clone()).or_default().push(r.ape);
+        per_family.entry(fam).or_default().push(ape);
+        per_gpu.entry(r.gpu.clone()).or_default().push(ape);
     }
     let agg = |m: BTreeMap<String, Vec<f64>>| {
         m.into_iter()

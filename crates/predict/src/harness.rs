@@ -4,13 +4,29 @@
 //! these, and a source's own notes can be wrong about them (inference-perf's "constant"
 //! timer draws exponential gaps). The facts are data (`data/harnesses.csv`), each row with
 //! the evidence for it; they fill only what a case leaves empty, so a case file's own
-//! optional columns always win.
+//! columns always win.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::fidelity::{Case, OPTIONAL_COLUMNS};
+use crate::fidelity::{COLUMNS, Case, OPTIONAL_COLUMNS};
+
+/// The columns a harness cannot fill: what identifies a case and what was measured.
+const NOT_FACTS: [&str; 7] = [
+    "id",
+    "source",
+    "metric",
+    "value",
+    "unit",
+    "confidence",
+    "notes",
+];
+
+/// Whether a harness may fill `col`: a case's setup or workload column.
+fn fillable(col: &str) -> bool {
+    (COLUMNS.contains(&col) && !NOT_FACTS.contains(&col)) || OPTIONAL_COLUMNS.contains(&col)
+}
 
 /// The shipped table.
 const BUILTIN: &str = include_str!("../data/harnesses.csv");
@@ -24,7 +40,7 @@ pub struct Harness {
     pub source_contains: String,
     /// … and this (empty: anything).
     pub and_contains: String,
-    /// Optional columns (see [`OPTIONAL_COLUMNS`]) and their values.
+    /// Columns it fills (setup and workload columns) and their values.
     pub facts: BTreeMap<String, String>,
     /// Where the facts come from.
     pub evidence: String,
@@ -42,8 +58,9 @@ pub fn builtin() -> Vec<Harness> {
     parse(BUILTIN).expect("data/harnesses.csv is checked by a test")
 }
 
-/// Reads a harness table: columns `name`, `source_contains`, `and_contains`, `evidence` and
-/// any of [`OPTIONAL_COLUMNS`].
+/// Reads a harness table: columns `name`, `source_contains`, `and_contains`, `evidence`, and
+/// any setup or workload column of a case (those of [`COLUMNS`] but the case's identity and
+/// measurement, and [`OPTIONAL_COLUMNS`]).
 ///
 /// # Errors
 ///
@@ -55,7 +72,7 @@ pub fn parse(text: &str) -> Result<Vec<Harness>, String> {
     let (_, header) = rows.next().ok_or("no header")?;
     for h in &header {
         let known = ["name", "source_contains", "and_contains", "evidence"].contains(&h.as_str())
-            || OPTIONAL_COLUMNS.contains(&h.as_str());
+            || fillable(h);
         if !known {
             return Err(format!("unknown column {h:?}"));
         }
@@ -190,5 +207,8 @@ mod tests {
     fn an_unknown_column_is_named() {
         let e = parse("name,source_contains,colour\n").unwrap_err();
         assert!(e.contains("\"colour\""), "{e}");
+        // What was measured is never a harness's fact.
+        assert!(parse("name,source_contains,value\n").is_err());
+        assert!(parse("name,source_contains,output_len,load_values\n").is_ok());
     }
 }

@@ -36,7 +36,7 @@ fn table(r: &Report, all: bool) -> String {
                 c.id,
                 c.measured,
                 c.predicted,
-                pct(c.ape)
+                c.ape.map_or_else(|| format!("±{:.3}", c.abs_error), pct)
             );
         }
         s.push('\n');
@@ -169,7 +169,7 @@ fn calibrate(
         emit(&format!(
             "{}\n",
             serde_json::to_string_pretty(&serde_json::json!({
-                "prior": Physics::prior(), "prior_cases": prior, "fit": f, "fitted_cases": on_all,
+                "version": 1, "prior": Physics::prior(), "prior_cases": prior, "fit": f, "fitted_cases": on_all,
                 "leave_one_gpu_out": held, "harness_facts": applied,
             }))?
         ))?;
@@ -208,7 +208,7 @@ fn calibrate(
 fn catalog(args: &FidelityArgs) -> Result<Extended> {
     let mut cat = Extended::default();
     for m in &args.model_config {
-        let spec = crate::cmd::predict::read_model_config(m)?;
+        let spec = crate::specs::read_model_config(m)?;
         let name = spec.name.clone();
         cat.models.push((name, spec));
     }
@@ -238,11 +238,16 @@ pub(crate) fn run(args: &FidelityArgs) -> Result<ExitCode> {
         return calibrate(args, &cases, &cat, &opts, &applied);
     }
     let report = predict_cases(&cases, &cat, &opts, &mut |i, n| {
-        progress_line(&format!("  simulating setup {}/{n} …", (i + 1).min(n)));
+        progress_line(&format!("  simulated {i} of {n} setups …"));
     });
     progress_done();
     if args.json {
-        let mut v = serde_json::to_value(&report)?;
+        let mut v = serde_json::json!({ "version": 1 });
+        if let (Some(o), serde_json::Value::Object(r)) =
+            (v.as_object_mut(), serde_json::to_value(&report)?)
+        {
+            o.extend(r);
+        }
         v["harness_facts"] = serde_json::to_value(&applied)?;
         emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {

@@ -15,7 +15,6 @@ use inferscale_predict::{Summary, predict};
 
 use crate::cli::{ArrivalsArg, PredictArgs};
 use crate::exit;
-use crate::input::{cap, read_text};
 use crate::output::emit;
 
 fn gpus(args: &PredictArgs) -> Result<Vec<GpuSpec>> {
@@ -39,41 +38,9 @@ fn gpus(args: &PredictArgs) -> Result<Vec<GpuSpec>> {
         .collect()
 }
 
-/// Reads `--model-config [NAME=]FILE`: a Hugging Face `config.json`, named NAME, else its
-/// `_name_or_path`, else its folder's name.
-pub(crate) fn read_model_config(arg: &str) -> Result<ModelSpec> {
-    let (name, path) = match arg.split_once('=') {
-        Some((n, p)) if !n.is_empty() && !std::path::Path::new(arg).exists() => {
-            (Some(n.to_owned()), std::path::PathBuf::from(p))
-        }
-        _ => (None, std::path::PathBuf::from(arg)),
-    };
-    let text = read_text(&path, "model config", cap::SMALL)?;
-    let name = name
-        .or_else(|| {
-            serde_json::from_str::<serde_json::Value>(&text)
-                .ok()?
-                .get("_name_or_path")?
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| {
-            path.canonicalize()
-                .ok()
-                .and_then(|p| {
-                    p.parent()?
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                })
-                .unwrap_or_else(|| "model".to_owned())
-        });
-    inferscale_engine::hf::from_config(&text, &name).map_err(|e| anyhow!("{}: {e}", path.display()))
-}
-
 fn model(args: &PredictArgs) -> Result<ModelSpec> {
     if let Some(p) = &args.model_config {
-        return read_model_config(p);
+        return crate::specs::read_model_config(p);
     }
     let name = args.model.as_deref().unwrap_or_default();
     find_model(name).ok_or_else(|| {
@@ -117,13 +84,22 @@ fn workload(args: &PredictArgs) -> Result<Workload> {
         (None, None, None, None) => {
             bail!("give a load: --rps R, --concurrency N, --offline N or --sequential N")
         }
-        _ => bail!("the load's count must be at least 1"),
+        (_, Some(c), ..) => bail!("--concurrency {c}: at least 1 client"),
+        (_, _, Some(n), _) => bail!("--offline {n}: at least 1 request"),
+        (_, _, _, Some(n)) => bail!("--sequential {n}: at least 1 request"),
     };
     if args.input == 0 || args.output == 0 {
-        bail!("--input and --output must be at least 1 token");
+        bail!(
+            "--input {} --output {}: each at least 1 token",
+            args.input,
+            args.output
+        );
     }
     if args.duration.is_zero() || args.duration.as_secs() > 7 * 86_400 {
-        bail!("--duration must be between 1 s and a week");
+        bail!(
+            "--duration {}: between 1 s and a week",
+            format_seconds(args.duration.as_secs_f64())
+        );
     }
     let prefix = match (&args.prompt_pool, &args.shared_prefix) {
         (Some(n), _) if *n > 0 => Some(SharedPrefix::Pool { prompts: *n }),

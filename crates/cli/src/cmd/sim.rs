@@ -99,7 +99,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         engine.max_model_len = engine.model.max_context.min(32768);
     }
     if let Some(m) = &a.model_config {
-        engine.model = crate::cmd::predict::read_model_config(m)?;
+        engine.model = crate::specs::read_model_config(m)?;
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
     }

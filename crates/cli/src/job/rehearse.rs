@@ -370,7 +370,7 @@ pub(crate) fn standard(
     let out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
     let m = &out.summary;
     let shape =
-        format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× the measured {capacity} req/s)");
+        format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× the measured {capacity:.1} req/s)");
     let verdict = if m.cycle_completed {
         "the scale-out → scale-in cycle completed"
     } else if m.first_scale_out_s.is_none() {

@@ -1,0 +1,157 @@
+//! `inferscale predict` and `inferscale fidelity` end to end: the published measurements the
+//! model is judged on, a capacity plan across GPUs, and a model brought as a Hugging Face
+//! `config.json`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{inferscale, stderr, stdout, tmp, workspace};
+use serde_json::Value;
+
+fn json_of(args: &[&str]) -> Value {
+    let o = inferscale().args(args).output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+fn reference_cases() -> String {
+    workspace()
+        .join("../shared/reference/perf/calibration_cases.clean.csv")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn the_calibration_file_is_predicted_within_the_targets() {
+    let path = reference_cases();
+    if !std::path::Path::new(&path).exists() {
+        panic!("{path} is missing: the reference material is part of the checkout's surroundings");
+    }
+    let r = json_of(&["fidelity", &path, "--json"]);
+    let median = |f: &str| r["per_family"][f]["median_ape"].as_f64().unwrap();
+    // The targets: median absolute error ≤ 10 % for throughput, E2E and ITL, ≤ 20 %
+    // for TTFT. The numbers come from the model and the harness facts, nothing per case.
+    assert!(median("throughput") <= 0.10, "{}", median("throughput"));
+    assert!(median("e2e") <= 0.10, "{}", median("e2e"));
+    assert!(median("itl") <= 0.10, "{}", median("itl"));
+    assert!(median("ttft") <= 0.20, "{}", median("ttft"));
+    // Skipped cases are few, and each says why.
+    let skipped = r["skipped"].as_array().unwrap();
+    assert!(skipped.len() <= 6, "{skipped:?}");
+    assert!(
+        skipped
+            .iter()
+            .all(|s| !s["reason"].as_str().unwrap().is_empty())
+    );
+    assert!(!r["harness_facts"].as_array().unwrap().is_empty());
+    // Every case is a GPU, a model, a metric, measured and predicted.
+    for c in r["cases"].as_array().unwrap() {
+        assert!(c["predicted"].as_f64().unwrap() >= 0.0 && c["abs_error"].as_f64().unwrap() >= 0.0);
+        assert!(c["ape"].is_null() || c["ape"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn a_model_from_its_config_json_predicts_as_the_built_in_one() {
+    // Llama-3.1-8B's config.json as Hugging Face ships it (no `_inferscale` block).
+    let mut cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("crates/engine/models/Llama-3.1-8B.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    cfg.as_object_mut().unwrap().remove("_inferscale");
+    let file = tmp("predict", "config.json");
+    std::fs::write(&file, cfg.to_string()).unwrap();
+    let args = [
+        "--gpu",
+        "H100",
+        "--input",
+        "512",
+        "--output",
+        "128",
+        "--concurrency",
+        "16",
+        "--json",
+    ];
+    let mut a = vec!["predict", "--model", "Llama-3.1-8B"];
+    a.extend(args);
+    let builtin = json_of(&a);
+    let config = format!("my-llama={}", file.display());
+    let mut b = vec!["predict", "--model-config", &config];
+    b.extend(args);
+    let brought = json_of(&b);
+    let tput = |v: &Value| {
+        v["predictions"][0]["summary"]["throughput_rps"]
+            .as_f64()
+            .unwrap()
+    };
+    let rel = tput(&brought) / tput(&builtin) - 1.0;
+    // The built-in file also carries the parameter count HF reports; the bare config derives it.
+    assert!(rel.abs() < 0.03, "{rel}");
+    assert_eq!(brought["predictions"][0]["model"], "my-llama");
+
+    // In a case file, a model that is not built in is skipped with what to do, and predicted
+    // once its config is given.
+    let cases = tmp("predict", "cases.csv");
+    let header = std::fs::read_to_string(reference_cases()).unwrap();
+    let header = header.lines().next().unwrap();
+    std::fs::write(
+        &cases,
+        format!("{header}\nx,local,vLLM,,H100-SXM,1,1,acme/my-llama,bf16,,512,128,concurrency,16,120,,,,,,throughput_rps,20,req/s,high,\n"),
+    )
+    .unwrap();
+    let cases = cases.to_string_lossy().into_owned();
+    let skipped = json_of(&["fidelity", &cases, "--json"]);
+    assert!(
+        skipped["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("pass --model-config"),
+        "{skipped}"
+    );
+    let done = json_of(&["fidelity", &cases, "--json", "--model-config", &config]);
+    assert_eq!(done["cases"].as_array().unwrap().len(), 1, "{done}");
+}
+
+#[test]
+fn a_capacity_plan_compares_gpus_at_an_slo_with_costs() {
+    let r = json_of(&[
+        "predict",
+        "--gpu",
+        "L40S,H100",
+        "--price",
+        "L40S=1.86",
+        "--price",
+        "H100=3.93",
+        "--model",
+        "Llama-3.1-8B",
+        "--input",
+        "512",
+        "--output",
+        "256",
+        "--rps",
+        "100",
+        "--target-p95-e2e",
+        "10s",
+        "--json",
+    ]);
+    let gpus = r["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2);
+    for g in gpus {
+        let p = &g["plan"];
+        let replicas = p["replicas"].as_f64().unwrap();
+        let per = p["per_replica_rps"].as_f64().unwrap();
+        assert!(replicas * per >= 100.0 - 1e-6, "{p}");
+        assert!(
+            p["at_target"]["e2e"]["p95"].as_f64().unwrap() <= 10.0,
+            "{p}"
+        );
+        assert!(p["usd_per_million_output_tokens"].as_f64().unwrap() > 0.0);
+    }
+    // A bigger GPU serves more per replica.
+    assert!(
+        gpus[1]["plan"]["per_replica_rps"].as_f64().unwrap()
+            > gpus[0]["plan"]["per_replica_rps"].as_f64().unwrap()
+    );
+}
