@@ -713,7 +713,7 @@ pub(crate) enum CheckFormat {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  inferscale fidelity ../shared/reference/perf/calibration_cases.clean.csv
+  inferscale fidelity testdata/perf/calibration_cases.clean.csv
   inferscale fidelity cases.csv --json > fidelity.json
   inferscale fidelity cases.csv --model-config my-model/config.json
 
