@@ -112,6 +112,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
                     .client_limited
                     .then(|| "schedule lag p95 10.0 ms > 5 ms".into()),
             },
+            histograms: None,
         });
         for (k, q) in st.queue.iter().enumerate() {
             timeline.push(TimelinePoint {
@@ -162,6 +163,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
         timeline,
         thresholds: Vec::new(),
         client_cpu_s: 7.0,
+        segment: None,
     }
 }
 

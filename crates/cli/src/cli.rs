@@ -21,6 +21,9 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The image the generated manifests name unless `--inferscale-image` says otherwise.
+pub(crate) const DEFAULT_IMAGE: &str = "ghcr.io/inferscale/inferscale:0.1.0";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -34,6 +37,9 @@ pub(crate) enum Command {
     Load(Box<LoadArgs>),
     /// Find the saturation point and the scaling thresholds in a run.json; write the report.
     Analyze(AnalyzeArgs),
+    /// Join the run.json parts of a split load (`load --segment I/N`) into one run.json, as if
+    /// one client had sent everything; judge --threshold on the whole.
+    Merge(MergeArgs),
     /// The main job: warm-up, stepped load, analysis and report (on the embedded simulator
     /// unless --url is given).
     Run(Box<RunArgs>),
@@ -173,12 +179,9 @@ pub(crate) struct ClusterArgs {
     /// --max-model-len to set (default: sized from the measured requests).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_model_len: Option<u32>,
-    /// The container image with the inferscale binary (warm-up sidecar and Job).
-    #[arg(
-        long,
-        value_name = "IMAGE",
-        default_value = "ghcr.io/inferscale/inferscale:0.1.0"
-    )]
+    /// The container image with the inferscale binary (warm-up sidecar and Job); the
+    /// repository's Dockerfile builds it (docs/deploy.md).
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
     pub(crate) inferscale_image: String,
     /// Base URL of your runbooks (adds runbook_url annotations).
     #[arg(long, value_name = "URL")]
@@ -273,6 +276,44 @@ pub(crate) struct AnalyzeArgs {
     pub(crate) json: bool,
 }
 
+/// `inferscale merge`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The parts are the run.json files that `inferscale load --segment I/N` wrote, one per worker,
+given as files or folders (every *.json in a folder). Histograms are added bucket by bucket,
+so the merged percentiles are those of every request; counts, tokens and rates are summed;
+timelines are added second by second; the server's metrics are taken from the part that
+scraped them. Each worker's late start and client-limited steps are listed.
+
+Parts of different runs (another plan, target, worker count or run.json version), two parts
+of one segment, and parts without histograms are refused, naming the file. A missing part is
+refused unless --allow-missing.
+
+Examples:
+  inferscale merge parts/ --out run.json
+  inferscale merge w0.json w1.json w2.json w3.json --threshold 'p95(e2e)<5s' --out run.json
+  inferscale analyze run.json
+
+Exit codes: 0 merged; 1 merged, but a --threshold was breached or a part is missing; 2 the
+parts do not merge.")]
+pub(crate) struct MergeArgs {
+    /// The parts: run.json files, or folders of them.
+    #[arg(value_name = "PART", required = true)]
+    pub(crate) parts: Vec<std::path::PathBuf>,
+    /// Where to write the merged run.json.
+    #[arg(long, value_name = "FILE", default_value = "run.json")]
+    pub(crate) out: std::path::PathBuf,
+    /// Merge the parts there are when some are missing (and say which).
+    #[arg(long)]
+    pub(crate) allow_missing: bool,
+    /// A k6-style threshold judged on the merged data (repeatable): p95(e2e)<5s, error_rate<1%.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub(crate) thresholds: Vec<String>,
+    /// Print the merged run.json to stdout instead of the summary.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 /// `inferscale run`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -331,6 +372,11 @@ pub(crate) struct RunArgs {
     /// max_tokens (N or a distribution, as in `inferscale load`).
     #[arg(long, value_name = "LEN")]
     pub(crate) max_tokens: Option<String>,
+    /// Send the load from N local worker processes, each `inferscale load --segment I/N`
+    /// from one shared start, and merge their parts (OUT/parts/) into run.json: the path a
+    /// load split across machines takes, on one.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) workers: u32,
     /// The peak traffic to plan replicas for, req/s.
     #[arg(long, value_name = "R", value_parser = parse_rate)]
     pub(crate) peak_rps: Option<f64>,
@@ -1343,6 +1389,17 @@ pub(crate) struct LoadArgs {
     /// Do not scrape the server's metrics.
     #[arg(long, conflicts_with = "metrics_url")]
     pub(crate) no_metrics: bool,
+    /// Send only worker I's share of the plan, of N workers (0-based: 0/4 … 3/4): the I-th of
+    /// every N requests of each step, at their intended times, so the N workers together send
+    /// the single-client schedule. Its run.json carries the step histograms that `inferscale
+    /// merge` adds.
+    #[arg(long, value_name = "I/N")]
+    pub(crate) segment: Option<String>,
+    /// Start the schedule at this instant, RFC 3339 (2026-12-02T15:00:00Z) or Unix seconds:
+    /// give every worker of a split run the same. A worker that comes after it starts at once
+    /// and records how late it was.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) start_at: Option<String>,
     /// For a simulator running K times faster: rates x K, durations / K, results in its time.
     #[arg(long, value_name = "K")]
     pub(crate) speedup: Option<f64>,

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         cli::Command::Warmup(args) => cmd::warmup::run(&args),
         cli::Command::Load(args) => cmd::load::run_load(&args),
         cli::Command::Analyze(args) => cmd::analyze::run(&args),
+        cli::Command::Merge(args) => cmd::merge::run(&args),
         cli::Command::Run(args) => cmd::run::run(&args),
         cli::Command::Generate(args) => cmd::generate::run(&args),
         cli::Command::Query(args) => cmd::query::run(&args),

@@ -266,6 +266,31 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             "70000",
         ),
         case(
+            "a segment's index is below the worker count",
+            &["load", "--url", "http://127.0.0.1:9", "--segment", "4/4"],
+            "4/4",
+        ),
+        case(
+            "a segment is I/N",
+            &["load", "--url", "http://127.0.0.1:9", "--segment", "half"],
+            "half",
+        ),
+        case(
+            "a start time is RFC 3339 or Unix seconds",
+            &["load", "--url", "http://127.0.0.1:9", "--start-at", "noon"],
+            "noon",
+        ),
+        case(
+            "merge reads run.json parts",
+            &["merge", "/nonexistent/part.json"],
+            "/nonexistent/part.json",
+        ),
+        case(
+            "merge thresholds parse",
+            &["merge", "x.json", "--threshold", "p95(e2e)<<5s"],
+            "p95(e2e)<<5s",
+        ),
+        case(
             "schemes are http or https",
             &["scrape", "ftp://127.0.0.1/"],
             "ftp",

@@ -341,22 +341,7 @@ impl Episodes {
 
 fn rfc3339_secs(s: &str) -> f64 {
     // 2026-12-02T10:00:00.123456789Z (Prometheus writes UTC).
-    let (date, time) = s.trim_end_matches('Z').split_once('T').unwrap();
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let (y, m, day) = (d[0], d[1], d[2]);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let mut parts = time.split(':');
-    let h: f64 = parts.next().unwrap().parse().unwrap();
-    let mi: f64 = parts.next().unwrap().parse().unwrap();
-    let sec: f64 = parts.next().unwrap().parse().unwrap();
-    days as f64 * 86_400.0 + h * 3600.0 + mi * 60.0 + sec
+    inferscale_loadgen::run::parse_rfc3339(s).unwrap()
 }
 
 fn now() -> f64 {

@@ -25,15 +25,7 @@ fn json(path: &Path) -> serde_json::Value {
 /// of 25, a 5 s guardrail over a 2.5 s healthy p95, and scale-in below 3 s.
 #[test]
 fn the_default_embedded_run_finds_the_seeds_numbers() {
-    let out = tmp("default");
-    let o = inferscale()
-        .args(["run", "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    if o.status.code() != Some(0) {
-        machine_held_the_speedup(&out.join("run.json"));
-    }
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (out, o) = run_ok("default", &[]);
     let t = json(&out.join("thresholds.json"));
     assert_eq!(t["version"], 1);
     assert_eq!(t["status"], "saturated", "{t:#}");
@@ -103,6 +95,52 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
     );
     assert_eq!(r["cycle_completed"], true, "{r:#}");
     assert!(out.join("rehearsal.html").exists());
+}
+
+/// The same run from four local worker processes (`load --segment I/4` from one shared
+/// start, merged): the same saturation point as one client.
+#[test]
+fn four_workers_find_the_same_saturation_point_as_one() {
+    let (out, o) = run_ok("workers", &["--workers", "4"]);
+    let t = json(&out.join("thresholds.json"));
+    assert_eq!(t["status"], "saturated", "{t:#}");
+    assert_eq!(t["saturation_rps"], 50.0, "{t:#}");
+    assert_eq!(t["first_saturated_rps"], 60.0, "{t:#}");
+    let run = json(&out.join("run.json"));
+    assert_eq!(run["warmup"]["requests"], 100);
+    assert!(run.get("segment").is_none());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 7);
+    // The parts add up to the seeds' schedule: 60 s at 10, 20, ..., 70 req/s.
+    for (i, s) in steps.iter().enumerate() {
+        assert_eq!(
+            s["requests"]["scheduled"].as_u64().unwrap(),
+            600 * (i as u64 + 1)
+        );
+    }
+    for i in 0..4 {
+        let p = json(&out.join(format!("parts/part-{i}.json")));
+        assert_eq!(p["segment"]["index"], i);
+        assert_eq!(p["segment"]["count"], 4);
+    }
+    assert!(stdout(&o).contains("saturates between 50 req/s and 60 req/s"));
+}
+
+/// `inferscale run ARGS --out TMP/NAME`, which must succeed (a failure on a machine too slow
+/// for the speed-up is named as the machine's); the folder and the output.
+fn run_ok(name: &str, args: &[&str]) -> (PathBuf, std::process::Output) {
+    let out = tmp(name);
+    let o = inferscale()
+        .arg("run")
+        .args(args)
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    if o.status.code() != Some(0) {
+        machine_held_the_speedup(&out.join("run.json"));
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (out, o)
 }
 
 /// Fails, naming the machine as the cause, when a run that did not succeed was client-limited

@@ -16,7 +16,7 @@
 
 pub mod auth;
 // The pure parts, re-exported where they have always been found.
-pub use inferscale_workload::{prompt, record, schedule, threshold};
+pub use inferscale_workload::{hdr, merge, prompt, record, schedule, threshold};
 pub mod discover;
 pub mod plan;
 pub mod prometheus;

@@ -560,6 +560,8 @@ impl Plan {
             metrics,
             sample_interval_s: 1.0,
             grace,
+            segment: crate::schedule::Segment::WHOLE,
+            start_at: None,
         };
         Ok(ResolvedPlan {
             url,

@@ -19,9 +19,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::prompt::{Prepared, RequestSpec, prepare};
 use crate::record::{Hdr, Record, StepInput, step_report, timeline};
-use crate::report::{PlanReport, RUN_VERSION, RunReport, StepReport, TargetReport};
+use crate::report::{PlanReport, RUN_VERSION, RunReport, SegmentReport, StepReport, TargetReport};
 use crate::sampler::{Sample, Sampler};
-use crate::schedule::{Arrival, Planned, Stage, StageWindow, plan};
+use crate::schedule::{Arrival, Planned, Segment, Stage, StageWindow, plan};
 use crate::target::Target;
 use crate::transport::{Client, ClientConfig, Outcome};
 
@@ -59,6 +59,11 @@ pub struct LoadConfig {
     pub sample_interval_s: f64,
     /// After an interruption, how long (wall) requests in flight may finish.
     pub grace: Duration,
+    /// This worker's share of the schedule ([`Segment::WHOLE`]: all of it).
+    pub segment: Segment,
+    /// When the schedule starts (every worker of a split run waits for the same instant);
+    /// `None`: at once.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Live progress, for a terminal or a log.
@@ -260,9 +265,12 @@ pub fn process_cpu_s() -> f64 {
 
 /// UTC now as RFC 3339.
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
+    rfc3339(SystemTime::now())
+}
+
+/// `t` in UTC as RFC 3339, to the second.
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil from days (H. Hinnant's algorithm).
     let z = days + 719_468;
@@ -280,6 +288,53 @@ pub fn now_rfc3339() -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time (`2026-12-02T15:00:00Z`, with an
+/// optional fraction, `Z` or an offset such as `+01:00`); `None` when it is not one.
+pub fn parse_rfc3339(t: &str) -> Option<f64> {
+    let b = t.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| t.get(r).and_then(|x| x.parse::<i64>().ok());
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut rest = &t[19..];
+    let mut frac = 0.0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let n = r.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        frac = format!("0.{}", &r[..n]).parse().ok()?;
+        rest = &r[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let v = o[1..3].parse::<i64>().ok()? * 3600 + o[4..6].parse::<i64>().ok()? * 60;
+            if o.starts_with('-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (H. Hinnant's algorithm, the inverse of `rfc3339`'s).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * ((mo + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + s - offset) as f64 + frac)
 }
 
 fn dispatcher(
@@ -333,12 +388,25 @@ pub async fn run(
     let k = cfg.speedup;
     let (planned, windows_sim): (Vec<Planned>, Vec<StageWindow>) =
         plan(&cfg.stages, cfg.arrival, cfg.seed)?;
-    let bodies: Arc<Vec<Prepared>> = Arc::new(prepare(
-        &cfg.requests,
-        planned.len(),
-        cfg.seed,
-        dataset.as_deref(),
-    )?);
+    // Bodies are prepared for the whole plan, so a worker sends the very bodies one client
+    // would have sent for its share.
+    let bodies = prepare(&cfg.requests, planned.len(), cfg.seed, dataset.as_deref())?;
+    let (planned, bodies) = if cfg.segment.count > 1 {
+        let mut mine = vec![false; planned.len()];
+        for i in cfg.segment.select(&planned) {
+            mine[i] = true;
+        }
+        fn keep<T>(v: Vec<T>, mine: &[bool]) -> Vec<T> {
+            v.into_iter()
+                .zip(mine)
+                .filter_map(|(x, &m)| m.then_some(x))
+                .collect()
+        }
+        (keep(planned, &mine), keep(bodies, &mine))
+    } else {
+        (planned, bodies)
+    };
+    let bodies: Arc<Vec<Prepared>> = Arc::new(bodies);
     // Closed-loop stages send as many requests as the server answers; they cycle through a
     // pool of bodies prepared ahead.
     let extra: Arc<Vec<Prepared>> =
@@ -389,7 +457,16 @@ pub async fn run(
         .min(cfg.max_in_flight)
         .min(PRECONNECT_MAX);
     client.preconnect(warm).await;
-    let t0 = Instant::now() + Duration::from_millis(100);
+    // A shared start: wait for it; a worker that comes after it starts at once and records
+    // by how much it was late.
+    let (t0, late_s) = match cfg.start_at.map(|at| at.duration_since(SystemTime::now())) {
+        Some(Ok(wait)) => (Instant::now() + wait, 0.0),
+        Some(Err(late)) => (
+            Instant::now() + Duration::from_millis(100),
+            late.duration().as_secs_f64() + 0.1,
+        ),
+        None => (Instant::now() + Duration::from_millis(100), 0.0),
+    };
     let cpu0 = process_cpu_s();
 
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -540,6 +617,7 @@ pub async fn run(
                         bounds: (b.0.as_ref(), b.1.as_ref()),
                         cpu_s: cpu,
                         speedup: k,
+                        histograms: false,
                     })
                 })
                 .await;
@@ -738,6 +816,7 @@ pub async fn run(
                 bounds: (bounds[i].0.as_ref(), bounds[i].1.as_ref()),
                 cpu_s: (cpu_marks[i].1 - cpu_marks[i].0).max(0.0),
                 speedup: k,
+                histograms: cfg.segment.count > 1,
             })
         })
         .collect();
@@ -779,6 +858,12 @@ pub async fn run(
         steps,
         thresholds: Vec::new(),
         client_cpu_s: process_cpu_s() - cpu0,
+        segment: (cfg.segment.count > 1).then(|| SegmentReport {
+            index: cfg.segment.index,
+            count: cfg.segment.count,
+            start_at: cfg.start_at.map(rfc3339),
+            late_s,
+        }),
     };
     Ok(LoadOutput {
         report,

@@ -18,7 +18,10 @@
 //! let cfg = profile("aws-eks-ministral-8b-l40s").unwrap();
 //! let w = Workload::fixed(35, 100, Load::Rate { rps: 20.0, poisson: false }, 30.0);
 //! let s = predict(&cfg, &w).unwrap();
-//! assert!(s.throughput_rps > 19.0 && s.e2e.p95.unwrap() < 3.0);
+//! // 600 requests over the 30 s of sending plus the last one's ≈ 2.2 s: throughput, as
+//! // benchmark clients report it, counts the tail.
+//! assert!((18.0..20.0).contains(&s.throughput_rps));
+//! assert!(s.e2e.p95.unwrap() < 3.0);
 //! ```
 
 pub mod calibrate;

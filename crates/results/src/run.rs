@@ -175,6 +175,42 @@ pub struct StepReport {
     pub server: Option<ServerStep>,
     /// The client's health.
     pub client: ClientStep,
+    /// The step's histograms, exactly (a segment's worker writes them so that
+    /// `inferscale merge` can add the parts; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<StepHistograms>,
+}
+
+/// A step's latency histograms in HdrHistogram's V2 encoding (base64): microseconds, three
+/// significant digits. Latencies are in the server's time, the lag in wall time, as the
+/// step's percentiles are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepHistograms {
+    /// Time to first token.
+    pub ttft: String,
+    /// Time per output token.
+    pub tpot: String,
+    /// Gaps between token-bearing events.
+    pub itl: String,
+    /// End to end.
+    pub e2e: String,
+    /// Actual − intended send time.
+    pub lag: String,
+}
+
+/// Which share of a split run a `run.json` holds (`inferscale load --segment I/N`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentReport {
+    /// 0-based worker index.
+    pub index: u32,
+    /// Workers in all.
+    pub count: u32,
+    /// The shared start every worker waited for (RFC 3339), when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// How late this worker's schedule began after `start_at`, seconds (0 when on time).
+    #[serde(default)]
+    pub late_s: f64,
 }
 
 /// One second of the run.
@@ -300,4 +336,7 @@ pub struct RunReport {
     pub thresholds: Vec<ThresholdResult>,
     /// Load-generator CPU seconds for the whole run.
     pub client_cpu_s: f64,
+    /// This file is one worker's share of a split run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentReport>,
 }

@@ -7,11 +7,15 @@
 //! - [`record`]: what each request did, and its aggregation into steps and a timeline (the
 //!   client-limited rule included);
 //! - [`threshold`]: k6-style pass/fail criteria over the records;
-//! - [`outcome`]: how a request ended.
+//! - [`outcome`]: how a request ended;
+//! - [`hdr`]: histograms in HdrHistogram's V2 encoding, so parts of a split run add up
+//!   exactly; [`merge`]: the parts of a split run as one run.
 //!
 //! The load generator (`inferscale-loadgen`) sends what these describe and records what
 //! happened; a virtual-time driver can use the same parts without a socket.
 
+pub mod hdr;
+pub mod merge;
 pub mod outcome;
 pub mod prompt;
 pub mod record;

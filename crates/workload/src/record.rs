@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{Outcome, TokenSource};
 use crate::schedule::{Stage, StageWindow};
 use inferscale_results::run::{
-    ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, StepReport,
-    TimelinePoint, Tokens,
+    ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, StepHistograms,
+    StepReport, TimelinePoint, Tokens,
 };
 
 /// A step is client-limited when more than one request in twenty was sent later than its
@@ -123,6 +123,24 @@ impl Hdr {
         self.0.is_empty()
     }
 
+    /// Adds every observation of `other` (exactly: same layout, counts added per bucket).
+    pub fn add(&mut self, other: &Hdr) {
+        // The histogram resizes itself, so nothing `other` holds is out of range.
+        let _ = self.0.add(&other.0);
+    }
+
+    /// HdrHistogram's V2 encoding, base64 ([`crate::hdr`]).
+    pub fn encode(&self) -> String {
+        crate::hdr::encode(&self.0)
+    }
+
+    /// Reads what [`Hdr::encode`] wrote.
+    pub fn decode(text: &str) -> Result<Hdr, crate::hdr::HdrError> {
+        let mut h = crate::hdr::decode(text)?;
+        h.auto(true);
+        Ok(Hdr(h))
+    }
+
     /// A quantile in seconds.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1e6)
@@ -145,14 +163,13 @@ impl Hdr {
     }
 }
 
-/// Latencies of the successful records, in the server's time (`× speedup`).
-pub fn latencies<'r>(records: impl IntoIterator<Item = &'r Record>, speedup: f64) -> Latencies {
-    let (mut ttft, mut tpot, mut itl, mut e2e) = (
-        Hdr::default(),
-        Hdr::default(),
-        Hdr::default(),
-        Hdr::default(),
-    );
+/// Histograms of the successful records' TTFT, TPOT, ITL and e2e, in the server's time
+/// (`× speedup`).
+pub fn latency_histograms<'r>(
+    records: impl IntoIterator<Item = &'r Record>,
+    speedup: f64,
+) -> [Hdr; 4] {
+    let [mut ttft, mut tpot, mut itl, mut e2e] = [(); 4].map(|_| Hdr::default());
     for r in records.into_iter().filter(|r| r.outcome == Outcome::Ok) {
         if let Some(v) = r.ttft() {
             ttft.record(v * speedup);
@@ -167,6 +184,12 @@ pub fn latencies<'r>(records: impl IntoIterator<Item = &'r Record>, speedup: f64
             e2e.record(v * speedup);
         }
     }
+    [ttft, tpot, itl, e2e]
+}
+
+/// Latencies of the successful records, in the server's time (`× speedup`).
+pub fn latencies<'r>(records: impl IntoIterator<Item = &'r Record>, speedup: f64) -> Latencies {
+    let [ttft, tpot, itl, e2e] = latency_histograms(records, speedup);
     Latencies {
         ttft: ttft.percentiles(),
         tpot: tpot.percentiles(),
@@ -231,6 +254,9 @@ pub struct StepInput<'a> {
     pub cpu_s: f64,
     /// Simulated seconds per wall second.
     pub speedup: f64,
+    /// Keep the step's histograms in the report (a segment's worker: `inferscale merge`
+    /// adds them).
+    pub histograms: bool,
 }
 
 /// One step's report.
@@ -240,7 +266,13 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
     let recs = &input.records;
     let dur_wall = (w.end - w.start).max(1e-9);
     let req = requests(recs.iter().copied());
-    let lat = latencies(recs.iter().copied(), k);
+    let hdrs = latency_histograms(recs.iter().copied(), k);
+    let lat = Latencies {
+        ttft: hdrs[0].percentiles(),
+        tpot: hdrs[1].percentiles(),
+        itl: hdrs[2].percentiles(),
+        e2e: hdrs[3].percentiles(),
+    };
     let sent = recs.iter().filter(|r| r.sent_s.is_some()).count() as f64;
     // Completions counted over the window shifted by the median latency: in steady state as
     // many requests finish per second as arrive; past saturation, only as many as the server
@@ -335,6 +367,13 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
             client_limited: reason.is_some(),
             reason,
         },
+        histograms: input.histograms.then(|| StepHistograms {
+            ttft: hdrs[0].encode(),
+            tpot: hdrs[1].encode(),
+            itl: hdrs[2].encode(),
+            e2e: hdrs[3].encode(),
+            lag: lag.encode(),
+        }),
     }
 }
 
@@ -510,6 +549,7 @@ mod tests {
             bounds: (None, None),
             cpu_s: 0.0,
             speedup: 1.0,
+            histograms: false,
         });
         report.client.client_limited
     }

@@ -190,6 +190,73 @@ pub fn plan(
     Ok((out, windows))
 }
 
+/// One worker's share of a schedule split across `count` workers (k6's execution segments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// 0-based: this worker.
+    pub index: u32,
+    /// Workers in all.
+    pub count: u32,
+}
+
+impl Segment {
+    /// The whole schedule, one worker.
+    pub const WHOLE: Segment = Segment { index: 0, count: 1 };
+
+    /// Parses `I/N` (`I` 0-based, below `N`; `N` from 1 to 1024).
+    pub fn parse(s: &str) -> Result<Segment, String> {
+        let bad = || {
+            format!(
+                "--segment {s:?}: expected I/N, a 0-based worker index below the worker count (0/4 … 3/4)"
+            )
+        };
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count): (u32, u32) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if !(1..=1024).contains(&count) {
+            return Err(format!(
+                "--segment {s:?}: between 1 and 1024 workers, not {count}"
+            ));
+        }
+        if index >= count {
+            return Err(format!(
+                "--segment {s:?}: the index is 0-based, so below {count}"
+            ));
+        }
+        Ok(Segment { index, count })
+    }
+
+    /// Which of `planned` (a whole plan, in order) this worker sends: within each stage,
+    /// the `k`-th request when `k mod count = index`. Open-loop arrivals keep their
+    /// intended times, so the workers' shares interleave into the single-client schedule
+    /// whatever the arrival process; a closed-loop stage's clients are dealt out the same way
+    /// (as evenly as they go: shares differ by at most one).
+    pub fn select(&self, planned: &[Planned]) -> Vec<usize> {
+        let mut k = 0u64;
+        let mut stage = usize::MAX;
+        let mut out = Vec::with_capacity(planned.len() / self.count as usize + 1);
+        for (i, p) in planned.iter().enumerate() {
+            if p.stage != stage {
+                stage = p.stage;
+                k = 0;
+            }
+            if k % u64::from(self.count) == u64::from(self.index) {
+                out.push(i);
+            }
+            k += 1;
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
 /// Λ⁻¹(u) for a linear ramp from `r0` to `r1` over `d` seconds.
 fn inverse_cumulative(r0: f64, r1: f64, d: f64, u: f64) -> f64 {
     let a = (r1 - r0) / (2.0 * d);
@@ -319,5 +386,63 @@ mod tests {
             .is_err()
         );
         assert!(plan(&[Stage::constant(1e9, 1e9, 0.0)], Arrival::Constant, 0).is_err());
+    }
+
+    #[test]
+    fn segments_interleave_into_the_single_client_schedule() {
+        let stages = [
+            Stage::constant(37.0, 3.0, 1.0),
+            Stage {
+                rate: 5.0,
+                end_rate: Some(60.0),
+                duration_s: 4.0,
+                rest_s: 0.5,
+                concurrency: None,
+            },
+            Stage::closed(7, 2.0, 0.0),
+            Stage::constant(11.0, 2.0, 0.0),
+        ];
+        for arrival in [
+            Arrival::Constant,
+            Arrival::Poisson,
+            Arrival::Gamma { shape: 0.3 },
+            Arrival::Gamma { shape: 5.0 },
+        ] {
+            let (whole, _) = plan(&stages, arrival, 42).unwrap();
+            for n in [1u32, 2, 3, 4, 7, 13] {
+                let mut union: Vec<usize> = Vec::new();
+                let mut per_stage = vec![Vec::new(); stages.len()];
+                for i in 0..n {
+                    let mine = Segment { index: i, count: n }.select(&whole);
+                    for (s, share) in per_stage.iter_mut().enumerate() {
+                        share.push(mine.iter().filter(|&&j| whole[j].stage == s).count());
+                    }
+                    union.extend(mine);
+                }
+                union.sort_unstable();
+                // Every request once, none twice: the union is the single-client plan.
+                assert_eq!(
+                    union,
+                    (0..whole.len()).collect::<Vec<_>>(),
+                    "{arrival:?} / {n}"
+                );
+                // Each stage is dealt out as evenly as it goes.
+                for share in per_stage {
+                    let (lo, hi) = (share.iter().min().unwrap(), share.iter().max().unwrap());
+                    assert!(hi - lo <= 1, "{arrival:?} / {n}: {share:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn segment_specs_are_checked() {
+        assert_eq!(Segment::parse("2/4"), Ok(Segment { index: 2, count: 4 }));
+        assert_eq!(Segment::parse("0/1"), Ok(Segment::WHOLE));
+        for bad in ["4/4", "1", "a/4", "0/0", "-1/4", "0/2000", "1/2/3"] {
+            let e = Segment::parse(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+        assert_eq!(Segment { index: 3, count: 8 }.to_string(), "3/8");
     }
 }

@@ -1,7 +1,7 @@
 //! k6-style pass/fail thresholds over a whole run: `p95(e2e)<5s`, `error_rate<1%`.
 
 use crate::record::{Record, latencies, requests};
-use inferscale_results::run::{Percentiles, ThresholdResult};
+use inferscale_results::run::{Latencies, Percentiles, Requests, ThresholdResult};
 
 /// A parsed threshold.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +200,15 @@ impl Threshold {
     /// Evaluates over every record of the run (latencies in server time).
     pub fn evaluate(&self, records: &[Record], speedup: f64) -> ThresholdResult {
         let q = requests(records);
+        let l = matches!(self.metric, Metric::Latency { .. })
+            .then(|| latencies(records, speedup))
+            .unwrap_or_default();
+        self.evaluate_on(&q, &l)
+    }
+
+    /// Evaluates over a run's outcome counts and latencies (what `inferscale merge` has: the
+    /// parts' counts summed and their histograms added).
+    pub fn evaluate_on(&self, q: &Requests, l: &Latencies) -> ThresholdResult {
         let value = match self.metric {
             Metric::ErrorRate => {
                 let sent = q.ok + q.failed.total;
@@ -207,7 +216,6 @@ impl Threshold {
             }
             Metric::DropRate => (q.scheduled > 0).then(|| q.dropped as f64 / q.scheduled as f64),
             Metric::Latency { agg, which } => {
-                let l = latencies(records, speedup);
                 let p: Percentiles = match which {
                     Which::Ttft => l.ttft,
                     Which::Tpot => l.tpot,

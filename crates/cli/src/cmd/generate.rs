@@ -26,6 +26,12 @@ pub(crate) fn run(a: &GenerateArgs) -> Result<ExitCode> {
     if t.source.simulated.is_some() {
         text.push_str("note: the thresholds come from a simulated run\n");
     }
+    if a.cluster.inferscale_image == crate::cli::DEFAULT_IMAGE {
+        text.push_str(&format!(
+            "note: the warm-up sidecar and Job name the default image {}: build and push yours (docs/deploy.md) and pass --inferscale-image\n",
+            crate::cli::DEFAULT_IMAGE
+        ));
+    }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,8 +3,11 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use anyhow::{Context, Result, anyhow};
 use inferscale_loadgen::plan::{LengthValue, Plan};
+use inferscale_loadgen::schedule::Segment;
 
 use crate::cli::{ApiArg, LoadArgs};
 use crate::job::load::{Resolved, execute, opt, summary};
@@ -71,7 +74,32 @@ pub(crate) fn resolve(a: &LoadArgs) -> Result<Resolved> {
     };
     let auth = crate::credentials::client_auth(&a.auth)?;
     let tls = crate::credentials::tls(&a.auth.tls)?;
-    Ok(Resolved::new(flags(a).over(file).resolve(auth, tls)?))
+    let mut plan = flags(a).over(file).resolve(auth, tls)?;
+    if let Some(s) = &a.segment {
+        plan.config.segment = Segment::parse(s).map_err(|e| anyhow!(e))?;
+    }
+    if let Some(t) = &a.start_at {
+        plan.config.start_at = Some(parse_start_at(t)?);
+    }
+    Ok(Resolved::new(plan))
+}
+
+/// `--start-at`: Unix seconds, or RFC 3339 in UTC (`Z`) or with an offset (`+01:00`).
+pub(crate) fn parse_start_at(text: &str) -> Result<SystemTime> {
+    let bad = || {
+        anyhow!(
+            "--start-at {text:?}: expected RFC 3339 (2026-12-02T15:00:00Z, 2026-12-02T16:00:00+01:00) or Unix seconds (1796223600)"
+        )
+    };
+    let t = text.trim();
+    let secs = match t.parse::<f64>() {
+        Ok(v) => v,
+        Err(_) => inferscale_loadgen::run::parse_rfc3339(t).ok_or_else(bad)?,
+    };
+    if !(0.0..1e11).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(UNIX_EPOCH + std::time::Duration::from_secs_f64(secs))
 }
 
 /// `inferscale load`.
@@ -108,4 +136,35 @@ pub(crate) fn run_load(a: &LoadArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_times_parse_in_both_forms_and_bad_ones_are_named() {
+        let at = |t| {
+            parse_start_at(t)
+                .unwrap()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        assert_eq!(at("1796223600"), 1_796_223_600.0);
+        assert_eq!(at("1970-01-01T00:00:00Z"), 0.0);
+        assert_eq!(at("2026-12-02T15:00:00Z"), 1_796_223_600.0);
+        assert_eq!(at("2026-12-02T16:00:00+01:00"), 1_796_223_600.0);
+        assert_eq!(at("2000-02-29T12:00:00.25Z"), 951_825_600.25);
+        for bad in [
+            "tomorrow",
+            "2026-13-02T15:00:00Z",
+            "2026-12-02T15:00:00",
+            "-5",
+            "2026-12-02T15:00:00+1",
+        ] {
+            let e = parse_start_at(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
 }

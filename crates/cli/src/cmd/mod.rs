@@ -6,6 +6,7 @@ pub(crate) mod docs;
 pub(crate) mod fidelity;
 pub(crate) mod generate;
 pub(crate) mod load;
+pub(crate) mod merge;
 pub(crate) mod monitor;
 pub(crate) mod predict;
 pub(crate) mod query;

@@ -14,7 +14,7 @@ use inferscale_loadgen::plan::{LengthValue, Plan};
 use crate::cli::RunArgs;
 use crate::exit::AfterStartExt;
 use crate::job::analysis::{degraded, simulator_fell_behind, write as write_analysis};
-use crate::job::load::{Resolved, execute};
+use crate::job::load::{Resolved, Workers, execute};
 use crate::job::manifests::write as write_manifests;
 use crate::job::rehearse::standard;
 use crate::output::check_writable;
@@ -107,6 +107,51 @@ fn plan_of(a: &RunArgs, url: String, speedup: f64) -> Plan {
     }
 }
 
+/// The `load` flags that give each worker of `run --workers` the plan [`plan_of`] makes.
+fn worker_args(a: &RunArgs, url: &str, speedup: f64) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = vec![
+        "--url".into(),
+        url.into(),
+        "--speedup".into(),
+        speedup.to_string().into(),
+    ];
+    let secs = |d: Duration| format!("{}s", d.as_secs_f64());
+    if let Some(m) = &a.model {
+        v.extend(["--model".into(), m.into()]);
+    }
+    if let Some(r) = &a.rates {
+        let r: Vec<String> = r.iter().map(f64::to_string).collect();
+        v.extend(["--rates".into(), r.join(",").into()]);
+    }
+    if let Some(d) = a.step {
+        v.extend(["--step".into(), secs(d).into()]);
+    }
+    if let Some(d) = a.rest {
+        v.extend(["--rest".into(), secs(d).into()]);
+    }
+    if a.no_stream {
+        v.push("--no-stream".into());
+    }
+    if let Some(m) = &a.max_tokens {
+        v.extend(["--max-tokens".into(), m.into()]);
+    }
+    // Credentials by file name (the key itself stays in the file or the environment, which
+    // the workers inherit).
+    if let Some(p) = &a.auth.api_key_file {
+        v.extend(["--api-key-file".into(), p.into()]);
+    }
+    if let Some(p) = &a.auth.header_file {
+        v.extend(["--header-file".into(), p.into()]);
+    }
+    if let Some(p) = &a.auth.tls.ca_file {
+        v.extend(["--ca-file".into(), p.into()]);
+    }
+    if a.auth.tls.insecure {
+        v.push("--insecure".into());
+    }
+    v
+}
+
 /// Runs the command. A run refused before it began leaves no output folder behind.
 pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
     let fresh = !a.out.exists();
@@ -161,7 +206,7 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
                 (url, k)
             }
         };
-        let plan = plan_of(a, url, speedup);
+        let plan = plan_of(a, url.clone(), speedup);
         let run_json = a.out.join("run.json");
         let mut resolved = Resolved::new(plan.resolve(
             crate::credentials::client_auth(&a.auth)?,
@@ -177,6 +222,13 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
             }));
             resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
             resolved.sim_lag = embedded.as_ref().map(|e| e.lag.clone());
+        }
+        if a.workers > 1 {
+            resolved.workers = Some(Workers {
+                count: a.workers,
+                args: worker_args(a, &url, speedup),
+                dir: a.out.join("parts"),
+            });
         }
         let out = execute(resolved, &run_json, None, false).await?;
         drop(embedded);

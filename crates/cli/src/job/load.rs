@@ -29,6 +29,96 @@ pub(crate) struct Resolved {
     /// The embedded simulator's clock-lag meter: read after the load, recorded in run.json,
     /// and a warning when the machine did not hold the speed-up.
     pub(crate) sim_lag: Option<inferscale_sim::LagMeter>,
+    /// Send the load from several local worker processes (`run --workers N`) and merge
+    /// their parts, instead of sending it from this process.
+    pub(crate) workers: Option<Workers>,
+}
+
+/// Local worker processes, each `inferscale load --segment I/N` with the same flags.
+pub(crate) struct Workers {
+    /// N.
+    pub(crate) count: u32,
+    /// The `load` flags every worker gets (the plan and the target; no secrets: key files
+    /// are named, not read).
+    pub(crate) args: Vec<std::ffi::OsString>,
+    /// Where the parts go.
+    pub(crate) dir: std::path::PathBuf,
+}
+
+/// Runs the load as `w.count` worker processes starting at one instant, and merges their
+/// parts (worker 0 scrapes the server's metrics; the others do not).
+async fn run_workers(w: &Workers, quiet: bool) -> Result<inferscale_loadgen::LoadOutput> {
+    use std::process::{Command, Stdio};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    std::fs::create_dir_all(&w.dir)
+        .with_context(|| format!("cannot create the folder {}", w.dir.display()))?;
+    let exe = std::env::current_exe().context("cannot find this program to start workers")?;
+    // Time for every worker to start and prepare its share before the clock starts.
+    let start = SystemTime::now() + Duration::from_secs(2);
+    let start_s = format!("{:.3}", start.duration_since(UNIX_EPOCH)?.as_secs_f64());
+    if !quiet {
+        eprintln!(
+            "load: {} worker processes, each sending its share of the plan from {}; parts in {}",
+            w.count,
+            inferscale_loadgen::run::rfc3339(start),
+            w.dir.display()
+        );
+    }
+    let mut children = Vec::new();
+    for i in 0..w.count {
+        let part = w.dir.join(format!("part-{i}.json"));
+        let mut c = Command::new(&exe);
+        c.arg("load")
+            .args(&w.args)
+            .args(["--warmup", "0", "--segment"])
+            .arg(format!("{i}/{}", w.count))
+            .args(["--start-at", &start_s, "--out"])
+            .arg(&part)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if i > 0 {
+            c.arg("--no-metrics");
+        }
+        children.push((i, part, c.spawn().context("cannot start a worker")?));
+    }
+    let done = tokio::task::spawn_blocking(move || {
+        children
+            .into_iter()
+            .map(|(i, part, ch)| (i, part, ch.wait_with_output()))
+            .collect::<Vec<_>>()
+    })
+    .await?;
+    let mut parts = Vec::new();
+    for (i, part, out) in done {
+        let out = out.with_context(|| format!("worker {i} could not be waited for"))?;
+        // 1 is a load that ran (a breached threshold, every request failed): its part is kept.
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(3).collect();
+            return Err(crate::exit::after_start(anyhow!(
+                "worker {i} of {} failed ({}): {}",
+                w.count,
+                out.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            )));
+        }
+        let report = crate::job::analysis::read(&part)?;
+        parts.push((part.display().to_string(), report));
+    }
+    let merged = inferscale_loadgen::merge::merge(&parts, false, &[])
+        .map_err(|e| crate::exit::after_start(anyhow!("{e}")))?;
+    for wh in merged.workers.iter().filter(|wh| wh.late_s > 0.0) {
+        eprintln!(
+            "warning: worker {} started {:.3} s after the shared start",
+            wh.index, wh.late_s
+        );
+    }
+    Ok(inferscale_loadgen::LoadOutput {
+        report: merged.report,
+        records: Vec::new(),
+        scrape_errors: Vec::new(),
+    })
 }
 
 impl Resolved {
@@ -39,6 +129,7 @@ impl Resolved {
             simulated: None,
             max_num_seqs: None,
             sim_lag: None,
+            workers: None,
         }
     }
 }
@@ -270,21 +361,24 @@ pub(crate) async fn execute(
         );
     }
     let thresholds = std::mem::take(&mut r.plan.thresholds);
-    let output = inferscale_loadgen::run(
-        r.plan.config.clone(),
-        dataset,
-        progress_printer(tty, quiet),
-        crate::shutdown::signal(),
-    )
-    .await
-    .map_err(|e| match e {
-        // A task that died mid-run is a failure after work began; the rest are refusals
-        // before the first request.
-        e @ inferscale_loadgen::LoadError::TaskPanicked => {
-            crate::exit::after_start(anyhow::Error::new(e).context("the load run failed"))
-        }
-        e => e.into(),
-    })?;
+    let output = match &r.workers {
+        Some(w) => run_workers(w, quiet).await?,
+        None => inferscale_loadgen::run(
+            r.plan.config.clone(),
+            dataset,
+            progress_printer(tty, quiet),
+            crate::shutdown::signal(),
+        )
+        .await
+        .map_err(|e| match e {
+            // A task that died mid-run is a failure after work began; the rest are
+            // refusals before the first request.
+            e @ inferscale_loadgen::LoadError::TaskPanicked => {
+                crate::exit::after_start(anyhow::Error::new(e).context("the load run failed"))
+            }
+            e => e.into(),
+        })?,
+    };
     let mut report = output.report;
     report.warmup = warmup;
     report.target.simulated = r.simulated.take();

@@ -110,5 +110,7 @@ pub(crate) fn load(api: SocketAddr, stages: Vec<Stage>, speedup: f64, stream: bo
         metrics: Some(url.with_path("/metrics")),
         sample_interval_s: 1.0,
         grace: Duration::from_secs(5),
+        segment: inferscale_loadgen::schedule::Segment::WHOLE,
+        start_at: None,
     }
 }
