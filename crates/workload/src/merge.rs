@@ -141,6 +141,15 @@ pub fn merge(
         if seg.count != count {
             return Err(differs("the worker count"));
         }
+        if seg.index >= seg.count {
+            return Err(MergeError::Truncated {
+                file: file.clone(),
+                why: format!(
+                    "segment {}/{}: the index is 0-based, so below the count",
+                    seg.index, seg.count
+                ),
+            });
+        }
         if r.plan != first.plan {
             return Err(differs("the plan"));
         }

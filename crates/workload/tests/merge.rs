@@ -180,6 +180,12 @@ fn parts_that_do_not_belong_together_are_refused_naming_the_file() {
             .contains("part-1.json and part-0.json are both segment 0/4")
     );
 
+    // An index past the count (a hand-edited or corrupt part).
+    let mut past = p.clone();
+    past[3].1.segment.as_mut().unwrap().index = 9;
+    let e = err(&past).to_string();
+    assert!(e.starts_with("part-3.json: segment 9/4"), "{e}");
+
     // Another plan.
     let mut other = p.clone();
     other[2].1.plan.seed = 10;
