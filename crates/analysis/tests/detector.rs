@@ -111,6 +111,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
                 reason: st
                     .client_limited
                     .then(|| "schedule lag p95 10.0 ms > 5 ms".into()),
+                stalls: None,
             },
             histograms: None,
         });

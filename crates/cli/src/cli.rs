@@ -225,16 +225,52 @@ Every Kubernetes object is validated against the KEDA, prometheus-operator and K
 schemas and KEDA's, Karpenter's and the HPA's rules before anything is written. Rehearse the
 ScaledObject before applying it: `inferscale rehearse --scaledobject DIR/scaledobject.yaml`.
 
+With --load-job, writes instead a split load for several client pods (no thresholds needed):
+  load-job.yaml                an Indexed Job: pod I runs `inferscale load --segment I/N` of
+                               one shared schedule from one --start-at, non-root, read-only
+                               root filesystem, and prints its part to its log
+  load-job.sh                  creates the Job with a fresh start, waits, and merges the
+                               parts from the pods' logs (`inferscale merge -`) into run.json
+The flags after `--` are the workers' `inferscale load` flags (the plan and the requests);
+the Job sets --url (the Service), --segment, --start-at, --out and --warmup 0.
+
 Examples:
   inferscale generate --thresholds inferscale-out/thresholds.json --out k8s/
   inferscale generate --thresholds t.json --namespace llm --deployment vllm-ministral \\
       --service vllm-svc --model-name ministral --max-replicas 8 --slo-p95-e2e 5s
+  inferscale generate --load-job --workers 8 --namespace llm --out load/ \\
+      -- --rates 100,200,400 --step 2m --max-tokens 256
 
-Exit codes: 0 written; 2 a missing or malformed thresholds.json, or a bad name.")]
+Exit codes: 0 written; 2 a missing or malformed thresholds.json, a bad name, or bad load flags.")]
 pub(crate) struct GenerateArgs {
     /// The thresholds.json written by `inferscale analyze` or `inferscale run`.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) thresholds: std::path::PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "load_job")]
+    pub(crate) thresholds: Option<std::path::PathBuf>,
+    /// Write the load Job (load-job.yaml, load-job.sh) instead of the production
+    /// configuration.
+    #[arg(long, conflicts_with = "thresholds")]
+    pub(crate) load_job: bool,
+    /// The load Job's workers (pods), each sending 1/N of the schedule [default: 4].
+    #[arg(long, value_name = "N")]
+    pub(crate) workers: Option<u32>,
+    /// The shared start written into load-job.yaml, RFC 3339 or Unix seconds (load-job.sh
+    /// replaces it by a fresh one; default: ten minutes from now).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) start_at: Option<String>,
+    /// CPU each worker requests, no limit set: throttling shows as schedule lag [default: 2].
+    #[arg(long, value_name = "CPU")]
+    pub(crate) worker_cpu: Option<String>,
+    /// The Secret (and key, default api-key) holding the API key, given to the workers as
+    /// OPENAI_API_KEY: NAME or NAME:KEY.
+    #[arg(long, value_name = "NAME[:KEY]")]
+    pub(crate) api_key_secret: Option<String>,
+    /// How long the load Job may run, its activeDeadlineSeconds (default: the plan's length
+    /// and an hour for scheduling, image pulls and the start's lead).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) deadline: Option<Duration>,
+    /// The workers' `inferscale load` flags, after `--`.
+    #[arg(last = true, value_name = "LOAD_FLAGS")]
+    pub(crate) load_args: Vec<String>,
     /// The output folder.
     #[arg(long, value_name = "DIR", default_value = "manifests")]
     pub(crate) out: std::path::PathBuf,
@@ -280,7 +316,9 @@ pub(crate) struct AnalyzeArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 The parts are the run.json files that `inferscale load --segment I/N` wrote, one per worker,
-given as files or folders (every *.json in a folder). Histograms are added bucket by bucket,
+given as files or folders (every *.json in a folder), or `-`: standard input holding a tar
+archive of them, or the workers' logs with the parts `load --emit-part` printed (what the
+load Job of `generate --load-job` leaves; its load-job.sh pipes them in). Histograms are added bucket by bucket,
 so the merged percentiles are those of every request; counts, tokens and rates are summed;
 timelines are added second by second; the server's metrics are taken from the part that
 scraped them. Each worker's late start and client-limited steps are listed.
@@ -292,12 +330,17 @@ refused unless --allow-missing.
 Examples:
   inferscale merge parts/ --out run.json
   inferscale merge w0.json w1.json w2.json w3.json --threshold 'p95(e2e)<5s' --out run.json
+  kubectl logs -l job-name=vllm-load --tail=-1 | inferscale merge - --out run.json
+  tar c parts/ | inferscale merge - --out run.json
+  inferscale merge parts/ --prometheus http://prometheus.monitoring.svc:9090 \\
+      --selector 'namespace=\"llm\"' --out run.json
   inferscale analyze run.json
 
 Exit codes: 0 merged; 1 merged, but a --threshold was breached or a part is missing; 2 the
 parts do not merge.")]
 pub(crate) struct MergeArgs {
-    /// The parts: run.json files, or folders of them.
+    /// The parts: run.json files, folders of them, or - for standard input (a tar archive, or
+    /// workers' logs with `load --emit-part` parts).
     #[arg(value_name = "PART", required = true)]
     pub(crate) parts: Vec<std::path::PathBuf>,
     /// Where to write the merged run.json.
@@ -309,6 +352,21 @@ pub(crate) struct MergeArgs {
     /// A k6-style threshold judged on the merged data (repeatable): p95(e2e)<5s, error_rate<1%.
     #[arg(long = "threshold", value_name = "EXPR")]
     pub(crate) thresholds: Vec<String>,
+    /// Take the server's side of each step (queue, running, KV cache, preemptions, server
+    /// p95s) from this Prometheus, over the step's window: for workers that ran
+    /// --no-metrics behind a Service. Replaces what a part scraped.
+    #[arg(long, value_name = "URL")]
+    pub(crate) prometheus: Option<String>,
+    /// With --prometheus: the label matchers of the engine's series (default: the served
+    /// model, model_name="...").
+    #[arg(long, value_name = "MATCHERS", requires = "prometheus")]
+    pub(crate) selector: Option<String>,
+    /// With --prometheus: give up on one query after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) timeout: Duration,
+    /// With --prometheus: body cap, token, TLS.
+    #[command(flatten)]
+    pub(crate) access: ScrapeAccessArgs,
     /// Print the merged run.json to stdout instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
@@ -1400,6 +1458,11 @@ pub(crate) struct LoadArgs {
     /// and records how late it was.
     #[arg(long, value_name = "TIME")]
     pub(crate) start_at: Option<String>,
+    /// When done, also print the part to stdout, base64 between BEGIN/END lines, so that
+    /// `kubectl logs` carries it out of a pod; `inferscale merge -` reads the logs (the load
+    /// Job of `generate --load-job` uses it).
+    #[arg(long, requires = "segment")]
+    pub(crate) emit_part: bool,
     /// For a simulator running K times faster: rates x K, durations / K, results in its time.
     #[arg(long, value_name = "K")]
     pub(crate) speedup: Option<f64>,

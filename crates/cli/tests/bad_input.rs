@@ -291,6 +291,61 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             "p95(e2e)<<5s",
         ),
         case(
+            "merge - reads parts from standard input",
+            &["merge", "-"],
+            "the input holds no parts",
+        ),
+        case(
+            "a Prometheus URL has a scheme",
+            &["merge", "x.json", "--prometheus", "prom:9090"],
+            "prom:9090",
+        ),
+        case(
+            "a load Job has workers",
+            &["generate", "--load-job", "--workers", "0"],
+            "--workers 0",
+        ),
+        case(
+            "the load Job sets --url itself",
+            &["generate", "--load-job", "--", "--url", "http://x"],
+            "--url after --",
+        ),
+        case(
+            "a load Job's workers read no local files",
+            &["generate", "--load-job", "--", "--dataset", "d.jsonl"],
+            "--dataset after --",
+        ),
+        case(
+            "a load Job's flags are load's",
+            &["generate", "--load-job", "--", "--rates", "fast"],
+            "fast",
+        ),
+        case(
+            "a worker's CPU is a quantity",
+            &["generate", "--load-job", "--worker-cpu", "two"],
+            "two",
+        ),
+        case(
+            "a Secret's name is RFC 1123",
+            &["generate", "--load-job", "--api-key-secret", "My_Key"],
+            "My_Key",
+        ),
+        case(
+            "a load Job outlasts its plan",
+            &["generate", "--load-job", "--deadline", "1m"],
+            "shorter than the plan",
+        ),
+        case(
+            "load Job flags need --load-job",
+            &["generate", "--thresholds", "t.json", "--workers", "3"],
+            "--workers is for the load Job",
+        ),
+        case(
+            "--emit-part is for a segment",
+            &["load", "--url", "http://127.0.0.1:9", "--emit-part"],
+            "--segment",
+        ),
+        case(
             "schemes are http or https",
             &["scrape", "ftp://127.0.0.1/"],
             "ftp",

@@ -370,3 +370,62 @@ fn a_load_in_which_every_request_failed_is_not_a_success() {
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(r["steps"][0]["requests"]["failed"]["http_error"]["500"], 10);
 }
+
+/// A pause of the whole process (as a VM pause would be: SIGSTOP, then SIGCONT 400 ms
+/// later) shows in the step as a stall beside the lag it caused, so a reader can tell the
+/// machine's share from the client's.
+#[test]
+fn a_stopped_process_reports_the_stall_beside_the_lag() {
+    let s = sim(&[]);
+    s.wait_healthy();
+    let dir = tmp("stalled");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("run.json");
+    let child = inferscale()
+        .args([
+            "load", "--url", &s.url, "--rates", "20", "--step", "3s", "--rest", "0s",
+        ])
+        .args([
+            "--warmup",
+            "0",
+            "--max-tokens",
+            "16",
+            "--no-metrics",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    let kill = |sig: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    kill("-STOP");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    kill("-CONT");
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let client = &run["steps"][0]["client"];
+    let stalls = &client["stalls"];
+    assert!(stalls["count"].as_u64().unwrap() >= 1, "{client}");
+    let longest = stalls["longest_s"].as_f64().unwrap();
+    assert!((0.3..2.0).contains(&longest), "{client}");
+    // The requests due during the pause went late by about as much.
+    assert!(client["lag_max_s"].as_f64().unwrap() >= 0.3, "{client}");
+    assert!(
+        client["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the machine stalled")),
+        "{client}"
+    );
+}

@@ -7,7 +7,8 @@
 //! - [`prompt`]: *what* — a fixed prompt, the seeds' random-first-word prompt, synthetic
 //!   lengths, or a dataset (JSONL, ShareGPT);
 //! - [`mod@run`]: the driver that sends on time, drops at the in-flight cap, samples the server's
-//!   metrics ([`sampler`]) and builds the report ([`report`], from [`record`]s);
+//!   metrics ([`sampler`]), watches for stalls of the whole machine ([`probe`]) and builds the
+//!   report ([`report`], from [`record`]s);
 //! - [`threshold`]: k6-style pass/fail criteria.
 //!
 //! Latency is measured from each request's intended send time, so neither a slow server nor
@@ -16,9 +17,10 @@
 
 pub mod auth;
 // The pure parts, re-exported where they have always been found.
-pub use inferscale_workload::{hdr, merge, prompt, record, schedule, threshold};
+pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold};
 pub mod discover;
 pub mod plan;
+pub mod probe;
 pub mod prometheus;
 pub mod report;
 pub mod run;

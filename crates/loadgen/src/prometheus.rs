@@ -152,6 +152,32 @@ impl Prometheus {
         self.call("/api/v1/query", &params).await
     }
 
+    /// `/api/v1/query_range`: `expr` from `start` to `end` (seconds since the epoch) every
+    /// `step_s` seconds. The whole answer, for `inferscale_promql::from_api_json`.
+    pub async fn query_range(
+        &self,
+        expr: &str,
+        start: f64,
+        end: f64,
+        step_s: f64,
+    ) -> Result<serde_json::Value, ApiCallError> {
+        let (start, end, step) = (
+            format!("{start:.3}"),
+            format!("{end:.3}"),
+            format!("{step_s:.3}"),
+        );
+        self.call(
+            "/api/v1/query_range",
+            &[
+                ("query", expr),
+                ("start", &start),
+                ("end", &end),
+                ("step", &step),
+            ],
+        )
+        .await
+    }
+
     /// `/api/v1/rules?type=alert`: the alerting rules Prometheus has loaded, with their
     /// health and their alerts.
     pub async fn alert_rules(&self) -> Result<serde_json::Value, ApiCallError> {

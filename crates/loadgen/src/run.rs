@@ -17,6 +17,7 @@ use bytes::Bytes;
 use inferscale_catalog::Signal;
 use tokio::sync::{mpsc, watch};
 
+use crate::probe::{Probe, steal_s};
 use crate::prompt::{Prepared, RequestSpec, prepare};
 use crate::record::{Hdr, Record, StepInput, step_report, timeline};
 use crate::report::{PlanReport, RUN_VERSION, RunReport, SegmentReport, StepReport, TargetReport};
@@ -28,6 +29,10 @@ use crate::transport::{Client, ClientConfig, Outcome};
 /// How long before a step starts its lower-bound scrape is taken (a real server's `/metrics`
 /// takes milliseconds to tens of milliseconds to answer).
 const BOUND_LEAD: Duration = Duration::from_millis(100);
+
+/// A step's report is built during the run only when the next step starts at least this
+/// much later; otherwise it waits for the end of the run.
+const REPORT_ROOM: Duration = Duration::from_secs(2);
 
 /// Connections opened before a run starts (with reuse), at least and at most.
 const PRECONNECT_MIN: usize = 4;
@@ -155,6 +160,9 @@ enum Dispatch {
     Next(usize),
     Done,
 }
+
+/// The hypervisor's steal counter at a step's start and end (seconds, when known).
+type StealMarks = (Option<f64>, Option<f64>);
 
 /// Every request's record, per stage (a step's report locks only its own).
 type Records = Arc<Vec<Mutex<Vec<Record>>>>;
@@ -345,6 +353,10 @@ fn dispatcher(
     tx: mpsc::UnboundedSender<Dispatch>,
     stop: Arc<AtomicBool>,
 ) {
+    // Linux lets a sleep end up to 50 µs late by default (the timer slack), which at tens of
+    // thousands of requests a second is most of the gap between two of them. A thread may
+    // lower its own; elsewhere, or if refused, the default stays.
+    let _ = std::fs::write("/proc/thread-self/timerslack_ns", "1");
     for (offset, i) in plan {
         let due = t0 + Duration::from_secs_f64(offset.max(0.0));
         loop {
@@ -468,6 +480,7 @@ pub async fn run(
         None => (Instant::now() + Duration::from_millis(100), 0.0),
     };
     let cpu0 = process_cpu_s();
+    let probe = Arc::new(Probe::start(t0));
 
     let in_flight = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -534,6 +547,13 @@ pub async fn run(
     }
     let bounds: Arc<Mutex<Vec<Bounds>>> = Arc::new(Mutex::new(initial_bounds));
     let cpu_marks: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(cpu0, cpu0); n_stages]));
+    let steal0 = steal_s();
+    let steal_marks: Arc<Mutex<Vec<StealMarks>>> =
+        Arc::new(Mutex::new(vec![(steal0, steal0); n_stages]));
+    // Steps whose report waits for the end of the run: one that would be built while the
+    // next step sends would take CPU from it (and every step after one deferred waits too,
+    // so that the rows come in order).
+    let deferred: Arc<Mutex<Vec<usize>>> = Arc::new(Mutex::new(Vec::new()));
     let (prog_tx, mut prog_rx) = mpsc::unbounded_channel::<Progress>();
     let stage_task = {
         let shared = Arc::clone(&shared);
@@ -546,6 +566,11 @@ pub async fn run(
             Arc::clone(&cpu_marks),
             prog_tx.clone(),
             Arc::clone(&stop),
+        );
+        let (steal_marks, deferred, probe) = (
+            Arc::clone(&steal_marks),
+            Arc::clone(&deferred),
+            Arc::clone(&probe),
         );
         let planned_per_stage = planned_per_stage.clone();
         let stages = cfg.stages.clone();
@@ -566,6 +591,9 @@ pub async fn run(
                 }
                 if let Ok(mut c) = cpu_marks.lock() {
                     c[i].0 = process_cpu_s();
+                }
+                if let Ok(mut c) = steal_marks.lock() {
+                    c[i].0 = steal_s();
                 }
                 let _ = prog_tx.send(Progress::StepStarted {
                     index: i,
@@ -598,6 +626,27 @@ pub async fn run(
                 if let Ok(mut c) = cpu_marks.lock() {
                     c[i].1 = process_cpu_s();
                 }
+                if let Ok(mut c) = steal_marks.lock() {
+                    c[i].1 = steal_s();
+                }
+                let next_start = windows
+                    .get(i + 1)
+                    .map(|n| t0 + Duration::from_secs_f64(n.start));
+                let busy = next_start.is_some_and(|n| n < Instant::now() + REPORT_ROOM);
+                if let Ok(mut d) = deferred.lock()
+                    && (busy || !d.is_empty())
+                {
+                    d.push(i);
+                    continue;
+                }
+                let stalls = probe.between(
+                    w.start,
+                    w.end,
+                    steal_marks
+                        .lock()
+                        .ok()
+                        .and_then(|c| Some(c[i].1? - c[i].0?)),
+                );
                 let recs: Vec<Record> = records[i].lock().map(|r| r.clone()).unwrap_or_default();
                 let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
                 let (b, cpu) = (
@@ -618,6 +667,7 @@ pub async fn run(
                         cpu_s: cpu,
                         speedup: k,
                         histograms: false,
+                        stalls: Some(stalls),
                     })
                 })
                 .await;
@@ -679,7 +729,9 @@ pub async fn run(
     let mut dispatch_done = false;
     let mut stopped_at: Option<Instant> = None;
     // (index, stage, intended wall seconds) of every request sent.
-    let mut sent: Vec<(u64, usize, f64)> = Vec::new();
+    // Sized from the plan: growing it while sending would copy it (megabytes at tens of
+    // thousands of requests a second) on the task that hands requests out.
+    let mut sent: Vec<(u64, usize, f64)> = Vec::with_capacity(planned.len());
     let mut next_index = planned.len() as u64;
     tokio::pin!(interrupt);
     loop {
@@ -803,6 +855,7 @@ pub async fn run(
     let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
     let bounds = bounds.lock().map(|b| b.clone()).unwrap_or_default();
     let cpu_marks = cpu_marks.lock().map(|c| c.clone()).unwrap_or_default();
+    let steal_marks = steal_marks.lock().map(|c| c.clone()).unwrap_or_default();
     let last_step = records.iter().map(|r| r.step).max();
     let steps: Vec<StepReport> = (0..n_stages)
         .filter(|i| !interrupted || last_step.is_some_and(|l| *i <= l))
@@ -817,9 +870,20 @@ pub async fn run(
                 cpu_s: (cpu_marks[i].1 - cpu_marks[i].0).max(0.0),
                 speedup: k,
                 histograms: cfg.segment.count > 1,
+                stalls: Some(probe.between(
+                    windows[i].start,
+                    windows[i].end,
+                    steal_marks.get(i).and_then(|c| Some(c.1? - c.0?)),
+                )),
             })
         })
         .collect();
+    // The rows of the steps whose reports waited.
+    for i in deferred.lock().map(|d| d.clone()).unwrap_or_default() {
+        if let Some(s) = steps.iter().find(|s| s.index == i) {
+            progress(Progress::StepEnded(Box::new(s.clone())));
+        }
+    }
     let engines = samples
         .last()
         .map(|s| {

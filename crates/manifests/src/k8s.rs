@@ -30,7 +30,7 @@ fn small_resources() -> Y {
 }
 
 /// Non-root, read-only, no privilege escalation.
-fn locked_down() -> Y {
+pub(crate) fn locked_down() -> Y {
     map(vec![
         ("runAsNonRoot", Y::Bool(true)),
         ("readOnlyRootFilesystem", Y::Bool(true)),

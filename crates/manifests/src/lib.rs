@@ -8,6 +8,7 @@ pub mod grafana;
 pub mod k8s;
 pub mod karpenter;
 pub mod keda;
+pub mod loadjob;
 pub mod objects;
 pub mod promql;
 pub mod readme;
@@ -157,6 +158,15 @@ pub enum GenerateError {
         flag: &'static str,
         /// What is wrong with it.
         error: validate::NameError,
+    },
+    /// A load Job with no workers, or more than it may have.
+    #[error(
+        "--workers {workers}: a load Job has 1 to {} workers",
+        loadjob::MAX_WORKERS
+    )]
+    Workers {
+        /// As given.
+        workers: u32,
     },
     /// `--min-replicas 0`.
     #[error(
@@ -636,7 +646,14 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
         path: "README.md".into(),
         contents: readme::readme(t, o, &rules),
     });
-    for f in &files {
+    check_files(&files)?;
+    Ok(files)
+}
+
+/// Checks generated files before they are written: JSON parses and its queries are PromQL;
+/// each YAML object validates (schemas, KEDA/HPA/Karpenter rules).
+pub(crate) fn check_files(files: &[File]) -> Result<(), GenerateError> {
+    for f in files {
         if f.path.ends_with(".json") {
             let doc = serde_json::from_str::<serde_json::Value>(&f.contents).map_err(|source| {
                 GenerateError::Json {
@@ -680,5 +697,5 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
             }
         }
     }
-    Ok(files)
+    Ok(())
 }

@@ -15,14 +15,14 @@
 //!
 //! The CRD schemas are KEDA 2.20.2's, prometheus-operator 0.93.0's, Karpenter v1.14's NodePool
 //! (kubernetes-sigs/karpenter) and EC2NodeClass (aws/karpenter-provider-aws v1.14.1)
-//! (`schemas/`).
+//! (`schemas/`), and Kubernetes v1.37.0's batch/v1 Job.
 
 mod crds;
 mod karpenter;
 
 pub use crds::{
-    EC2_NODE_CLASS_SCHEMA, NODE_POOL_SCHEMA, PROMETHEUS_RULE_SCHEMA, SCALED_OBJECT_SCHEMA,
-    SERVICE_MONITOR_SCHEMA, schema_for,
+    EC2_NODE_CLASS_SCHEMA, JOB_SCHEMA, NODE_POOL_SCHEMA, PROMETHEUS_RULE_SCHEMA,
+    SCALED_OBJECT_SCHEMA, SERVICE_MONITOR_SCHEMA, schema_for,
 };
 pub use karpenter::karpenter_rules;
 
@@ -706,7 +706,11 @@ pub fn object(doc: &Value) -> Vec<Finding> {
                 "schema",
                 path,
                 message.to_owned(),
-                format!("make it match the {kind} CRD's schema"),
+                if api == "batch/v1" {
+                    format!("make it match Kubernetes' {api} {kind} schema")
+                } else {
+                    format!("make it match the {kind} CRD's schema")
+                },
             ));
         }
     }

@@ -135,6 +135,10 @@ fn is_plain(v: &str) -> bool {
     if WORDS.contains(&v) || v.parse::<f64>().is_ok() || v.starts_with(['.', '-', '+']) {
         return false;
     }
+    // YAML 1.1 reads 2026-12-02T18:00:00Z as a timestamp and 1:20 as the number 80.
+    if v.starts_with(|c: char| c.is_ascii_digit()) && v.contains(['-', ':']) {
+        return false;
+    }
     let first_ok = v
         .chars()
         .next()

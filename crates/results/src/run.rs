@@ -139,6 +139,29 @@ pub struct ClientStep {
     /// Why, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Stalls of the whole machine or process seen during the step, beside the lag: so that
+    /// a reader can tell a client that fell behind from a machine that stopped (absent in
+    /// files written before they were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<Stalls>,
+}
+
+/// What a probe thread of the load generator saw during a step. It asks to wake every
+/// millisecond and does nothing else, so a wake-up more than a millisecond late is a stall
+/// that every thread of the process suffered: a VM pause, the host taking the CPU, a page
+/// fault storm, not the load generator's own work.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Stalls {
+    /// Wake-ups over a millisecond late.
+    pub count: u64,
+    /// The longest, seconds late.
+    pub longest_s: f64,
+    /// All of them together, seconds.
+    pub total_s: f64,
+    /// CPU time the hypervisor stole from this machine during the step, all CPUs together
+    /// (`steal` of /proc/stat), seconds; absent where the system does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_s: Option<f64>,
 }
 
 /// One step of the plan.

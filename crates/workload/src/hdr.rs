@@ -201,7 +201,7 @@ fn take_varint(input: &mut &[u8]) -> Result<u64, HdrError> {
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -221,7 +221,7 @@ fn base64_encode(bytes: &[u8]) -> String {
     s
 }
 
-fn base64_decode(text: &str) -> Result<Vec<u8>, HdrError> {
+pub(crate) fn base64_decode(text: &str) -> Result<Vec<u8>, HdrError> {
     let t = text.as_bytes();
     if !t.len().is_multiple_of(4) {
         return Err(HdrError::Base64(format!(

@@ -17,6 +17,7 @@
 pub mod hdr;
 pub mod merge;
 pub mod outcome;
+pub mod parts;
 pub mod prompt;
 pub mod record;
 pub mod schedule;

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use inferscale_results::run::{
-    ClientStep, Latencies, Requests, RunReport, StepHistograms, StepReport, ThresholdResult,
-    TimelinePoint, Tokens,
+    ClientStep, Latencies, Requests, RunReport, Stalls, StepHistograms, StepReport,
+    ThresholdResult, TimelinePoint, Tokens,
 };
 use serde::{Deserialize, Serialize};
 
@@ -286,6 +286,20 @@ fn add_requests(acc: &mut Requests, r: &Requests) {
     }
 }
 
+/// The workers' stalls of one step: counts and time added, the longest kept; the steal is
+/// the largest any worker's machine saw (workers may share one).
+fn merge_stalls(all: impl Iterator<Item = Stalls>) -> Option<Stalls> {
+    all.reduce(|a, b| Stalls {
+        count: a.count + b.count,
+        longest_s: a.longest_s.max(b.longest_s),
+        total_s: a.total_s + b.total_s,
+        steal_s: match (a.steal_s, b.steal_s) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        },
+    })
+}
+
 /// One step from the parts' same step.
 fn merge_step(parts: &[(&String, &StepReport)]) -> Result<StepReport, MergeError> {
     let (_, first) = parts[0];
@@ -349,6 +363,7 @@ fn merge_step(parts: &[(&String, &StepReport)]) -> Result<StepReport, MergeError
             cpu_s,
             client_limited: !reasons.is_empty(),
             reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+            stalls: merge_stalls(parts.iter().filter_map(|(_, s)| s.client.stalls)),
         },
         histograms: Some(StepHistograms {
             ttft: ttft.encode(),

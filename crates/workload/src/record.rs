@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{Outcome, TokenSource};
 use crate::schedule::{Stage, StageWindow};
 use inferscale_results::run::{
-    ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, StepHistograms,
+    ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, Stalls, StepHistograms,
     StepReport, TimelinePoint, Tokens,
 };
 
@@ -222,7 +222,8 @@ pub fn requests<'r>(records: impl IntoIterator<Item = &'r Record>) -> Requests {
     q
 }
 
-fn gauge(values: &[f64]) -> GaugeStats {
+/// Mean, p95 (nearest rank) and maximum of a gauge's samples.
+pub fn gauge(values: &[f64]) -> GaugeStats {
     if values.is_empty() {
         return GaugeStats::default();
     }
@@ -257,6 +258,8 @@ pub struct StepInput<'a> {
     /// Keep the step's histograms in the report (a segment's worker: `inferscale merge`
     /// adds them).
     pub histograms: bool,
+    /// What the stall probe saw during the step's sending window.
+    pub stalls: Option<Stalls>,
 }
 
 /// One step's report.
@@ -329,9 +332,20 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
         .and_then(|s| s.queue_depth.p95)
         .is_some_and(|q| q < 5.0);
     let bar = lag_bar(e2e_wall.get(e2e_wall.len() / 2).copied());
+    // Said beside a lag: the machine stopped too, so the lag is not all the client's.
+    let machine = input
+        .stalls
+        .filter(|s| s.count > 0)
+        .map_or(String::new(), |s| {
+            format!(
+                "; the machine stalled {} times during the step, up to {:.1} ms",
+                s.count,
+                s.longest_s * 1e3
+            )
+        });
     let reason = if let Some(l) = lag_p95.filter(|l| *l > bar) {
         Some(format!(
-            "schedule lag p95 {:.1} ms > {:.1} ms (p99 {:.1} ms): the client could not keep the schedule",
+            "schedule lag p95 {:.1} ms > {:.1} ms (p99 {:.1} ms): the client could not keep the schedule{machine}",
             l * 1e3,
             bar * 1e3,
             lag_p99.unwrap_or(0.0) * 1e3
@@ -366,6 +380,7 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
             cpu_s: input.cpu_s,
             client_limited: reason.is_some(),
             reason,
+            stalls: input.stalls,
         },
         histograms: input.histograms.then(|| StepHistograms {
             ttft: hdrs[0].encode(),
@@ -537,6 +552,7 @@ mod tests {
             .collect();
         let stage = Stage::constant(100.0, 1.0, 0.0);
         let report = step_report(StepInput {
+            stalls: None,
             index: 0,
             stage: &stage,
             window: StageWindow {

@@ -73,6 +73,7 @@ fn report(recs: &[&Record], seg: Option<Segment>) -> RunReport {
     let steps = (0..STAGES.len())
         .map(|i| {
             step_report(StepInput {
+                stalls: None,
                 index: i,
                 stage: &STAGES[i],
                 window: windows[i],

@@ -59,6 +59,13 @@ pub(crate) fn check_flags(c: &ClusterArgs) -> Result<()> {
     Ok(())
 }
 
+/// The options a load Job needs: the names and the image (no thresholds).
+pub(crate) fn load_job_options(c: &ClusterArgs) -> Result<Options> {
+    let max = c.max_replicas.unwrap_or(c.min_replicas.max(1));
+    let model = c.model_name.clone().unwrap_or_else(|| "model".into());
+    from_flags(c, max, 5.0, &model)
+}
+
 fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Options> {
     if c.service.is_none()
         && inferscale_manifests::validate::rfc1123_subdomain(&c.deployment).is_ok()

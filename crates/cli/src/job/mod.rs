@@ -5,3 +5,4 @@ pub(crate) mod analysis;
 pub(crate) mod load;
 pub(crate) mod manifests;
 pub(crate) mod rehearse;
+pub(crate) mod server_view;
