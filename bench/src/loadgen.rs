@@ -56,6 +56,10 @@ struct Opts {
     latency_rate: f64,
     stream_rates: Vec<f64>,
     stream_tokens: u32,
+    /// Extra runs at the latency rate (a 10 s run can catch a stall of the machine).
+    repeat: usize,
+    /// Run the streaming part.
+    stream: bool,
     dir: PathBuf,
 }
 
@@ -300,7 +304,11 @@ fn read_outcome(tool: Tool, dir: &Path) -> Result<Outcome, String> {
                 p99_s: s["latency_s"]["e2e"]["p99"].as_f64(),
                 output_tokens: s["tokens"]["output"].as_u64(),
                 itl_samples: s["latency_s"]["itl"]["count"].as_u64(),
-                extra: json!({ "ttft_p99_s": s["latency_s"]["ttft"]["p99"] }),
+                extra: json!({
+                    "ttft_p99_s": s["latency_s"]["ttft"]["p99"],
+                    "lag_max_s": s["client"]["lag_max_s"],
+                    "stalls": s["client"]["stalls"],
+                }),
             })
         }
         Tool::K6 => {
@@ -400,6 +408,20 @@ fn one(o: &Opts, tool: Tool, rate: f64, stream: Option<u32>) -> Result<Value, St
     }))
 }
 
+/// What inferscale's stall probe saw, for a row (empty for the other tools).
+fn stalls(v: &Value) -> String {
+    let s = &v["extra"]["stalls"];
+    match s["count"].as_u64() {
+        Some(n) => format!(
+            "  stalls {n} (longest {:.1} ms, steal {:.2} s), own lag max {} ms",
+            s["longest_s"].as_f64().unwrap_or(0.0) * 1e3,
+            s["steal_s"].as_f64().unwrap_or(0.0),
+            ms(&v["extra"]["lag_max_s"])
+        ),
+        None => String::new(),
+    }
+}
+
 fn ms(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{:.3}", x * 1e3))
 }
@@ -445,6 +467,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         latency_rate: 5000.0,
         stream_rates: parse_list("25,50,100,250,500,750,1000,1250,1500")?,
         stream_tokens: 1000,
+        repeat: 2,
+        stream: true,
         dir: crate::root().join("target/bench/loadgen"),
     };
     let mut tools = vec![Tool::Inferscale, Tool::K6, Tool::Guidellm];
@@ -461,6 +485,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 o.latency_rate = val()?.parse().map_err(|e| format!("--latency-rate: {e}"))?
             }
             "--stream-rates" => o.stream_rates = parse_list(val()?)?,
+            "--repeat" => o.repeat = val()?.parse().map_err(|e| format!("--repeat: {e}"))?,
+            "--no-stream" => o.stream = false,
             "--stream-tokens" => {
                 o.stream_tokens = val()?
                     .parse()
@@ -539,11 +565,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 }
             }
         }
-        // The latency rate twice more: one 10 s run can catch a stall of the machine.
-        for repeat in 1..3 {
+        // The latency rate again (twice by default): one 10 s run can catch a stall of the
+        // machine.
+        for repeat in 1..=o.repeat {
             match one(&o, tool, o.latency_rate, None) {
                 Ok(mut v) => {
-                    let line = row(&v);
+                    let line = format!("{}{}", row(&v), stalls(&v));
                     println!("{line}  (repeat)");
                     let _ = writeln!(report, "{line}  (repeat)");
                     v["repeat"] = json!(repeat);
@@ -560,7 +587,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     // Streaming: tokens per second parsed with per-token timing.
     let mut streaming = Vec::new();
     for &tool in &tools {
-        if tool == Tool::K6 || skipped.contains_key(tool.name()) {
+        if !o.stream || tool == Tool::K6 || skipped.contains_key(tool.name()) {
             continue;
         }
         println!(

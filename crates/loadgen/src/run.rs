@@ -353,10 +353,6 @@ fn dispatcher(
     tx: mpsc::UnboundedSender<Dispatch>,
     stop: Arc<AtomicBool>,
 ) {
-    // Linux lets a sleep end up to 50 µs late by default (the timer slack), which at tens of
-    // thousands of requests a second is most of the gap between two of them. A thread may
-    // lower its own; elsewhere, or if refused, the default stays.
-    let _ = std::fs::write("/proc/thread-self/timerslack_ns", "1");
     for (offset, i) in plan {
         let due = t0 + Duration::from_secs_f64(offset.max(0.0));
         loop {

@@ -365,13 +365,18 @@ pub(crate) async fn execute(
     let thresholds = std::mem::take(&mut r.plan.thresholds);
     let output = match &r.workers {
         Some(w) => run_workers(w, quiet).await?,
-        None => inferscale_loadgen::run(
+        // On a worker thread of the runtime, not on the thread that blocks on it: the loop
+        // that hands out requests then spawns them onto its own worker's queue and is woken
+        // by their ends without a cross-thread wake-up (a futex call and two context
+        // switches per request otherwise).
+        None => tokio::spawn(inferscale_loadgen::run(
             r.plan.config.clone(),
             dataset,
             progress_printer(tty, quiet),
             crate::shutdown::signal(),
-        )
+        ))
         .await
+        .unwrap_or(Err(inferscale_loadgen::LoadError::TaskPanicked))
         .map_err(|e| match e {
             // A task that died mid-run is a failure after work began; the rest are
             // refusals before the first request.
