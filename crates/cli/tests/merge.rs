@@ -355,7 +355,6 @@ fn the_server_side_of_a_merged_run_comes_from_prometheus() {
     for w in workers {
         let o = w.wait_with_output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
-        assert!(!stderr(&o).contains("late"), "{}", stderr(&o));
     }
     // The last scrapes reach Prometheus.
     std::thread::sleep(Duration::from_millis(1500));
