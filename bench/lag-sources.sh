@@ -12,36 +12,9 @@ rate=${1:-12000}
 runs=${2:-3}
 cargo build --release -q -p inferscale
 dir=target/bench/lag-sources
-mkdir -p "$dir"
 port=18080
-cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-error_log $PWD/$dir/nginx-error.log;
-pid $PWD/$dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 120s;
-  client_body_temp_path $PWD/$dir/body;
-  server {
-    listen 127.0.0.1:$port reuseport;
-    default_type application/json;
-    location = /v1/models { return 200 '{"object":"list","data":[{"id":"m","object":"model"}]}'; }
-    location / { return 200 '{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":" ok","finish_reason":"length"}],"usage":{"prompt_tokens":34,"completion_tokens":1,"total_tokens":35}}'; }
-  }
-}
-CONF
-taskset -c 0 nginx -c "$PWD/$dir/nginx.conf" &
-ngx=$!
-trap 'kill $ngx 2>/dev/null || true' EXIT
-sleep 1
-cat > "$dir/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body   = '{"model":"m","prompt":"hello","max_tokens":16}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+# shellcheck source=bench/nginx.sh
+source bench/nginx.sh
 echo "wrk, closed loop, 32 connections, CPU 1:"
 taskset -c 1 wrk -t1 -c32 -d5s -s "$dir/post.lua" "http://127.0.0.1:$port/v1/completions" | grep -E "Requests/sec"
 echo "inferscale load at $rate req/s, CPU 1, $runs runs:"

@@ -98,6 +98,11 @@ pub enum AuthError {
 }
 
 impl Auth {
+    /// The headers, in the order they were added.
+    pub(crate) fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
     /// No credentials.
     pub fn none() -> Auth {
         Auth::default()

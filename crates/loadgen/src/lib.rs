@@ -19,6 +19,8 @@ pub mod auth;
 // The pure parts, re-exported where they have always been found.
 pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold};
 pub mod discover;
+pub mod h1;
+pub mod pace;
 pub mod plan;
 pub mod probe;
 pub mod prometheus;

@@ -3,10 +3,12 @@
 //!
 //! Three independent parts meet here: the [schedule](crate::schedule) says *when* (computed
 //! ahead), the [transport](crate::transport) says *how*, and the stop condition (the plan's
-//! end, or an interruption) says *until when*. Sending is timed by a dedicated thread that
-//! sleeps to each intended time and hands the request to the async runtime, so timer
-//! granularity never becomes schedule lag; when the in-flight cap is reached the request is
-//! dropped, counted, and never sent (k6's `dropped_iterations`).
+//! end, or an interruption) says *until when*. Requests are sent by a dedicated thread with
+//! its own single-threaded runtime, which owns the connections and times every send itself
+//! ([`crate::pace`]: a spin for short gaps, a `timerfd` for longer ones), so timer
+//! granularity never becomes schedule lag and no request costs a cross-thread wake-up;
+//! sampling, progress and step reports run on the caller's runtime. When the in-flight cap is
+//! reached the request is dropped, counted, and never sent (k6's `dropped_iterations`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,8 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use inferscale_catalog::Signal;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::pace::Pacer;
 use crate::probe::{Probe, steal_s};
 use crate::prompt::{Prepared, RequestSpec, prepare};
 use crate::record::{Hdr, Record, StepInput, step_report, timeline};
@@ -36,7 +39,7 @@ const REPORT_ROOM: Duration = Duration::from_secs(2);
 
 /// Connections opened before a run starts (with reuse), at least and at most.
 const PRECONNECT_MIN: usize = 4;
-const PRECONNECT_MAX: usize = 64;
+const PRECONNECT_MAX: usize = 512;
 
 /// Bodies prepared for closed-loop stages (cycled).
 const CLOSED_POOL: usize = 4096;
@@ -143,7 +146,7 @@ pub enum LoadError {
     #[error(transparent)]
     Dataset(#[from] crate::prompt::DatasetError),
     /// The operating system refused a thread.
-    #[error("cannot start the dispatcher thread")]
+    #[error("cannot start the sending thread")]
     Thread(#[source] std::io::Error),
     /// A request task panicked (a bug): the records cannot be trusted.
     #[error("a request task panicked")]
@@ -152,14 +155,6 @@ pub enum LoadError {
 
 /// The scrapes before a step and after its requests finished.
 type Bounds = (Option<Sample>, Option<Sample>);
-
-enum Dispatch {
-    Send(usize, Instant),
-    Dropped(usize, Instant),
-    /// A closed-loop request of this stage ended in its window: send the next one now.
-    Next(usize),
-    Done,
-}
 
 /// The hypervisor's steal counter at a step's start and end (seconds, when known).
 type StealMarks = (Option<f64>, Option<f64>);
@@ -184,9 +179,9 @@ struct Shared {
     done: Arc<Vec<AtomicU64>>,
     /// Closed-loop requests in flight or about to be replaced, per stage.
     open: Vec<AtomicU64>,
-    /// `Next` messages sent and not yet handled.
+    /// Closed-loop successors asked for (by stage) and not yet handled.
     pending: AtomicU64,
-    again: mpsc::UnboundedSender<Dispatch>,
+    again: mpsc::UnboundedSender<usize>,
     /// Running counts per stage for the progress display (cheap to read while loading).
     live: Vec<Mutex<Live>>,
     stop: Arc<AtomicBool>,
@@ -245,7 +240,7 @@ impl Shared {
                 let again = Instant::now() < sh.ends[stage] && !sh.stop.load(Ordering::Relaxed);
                 if again {
                     sh.pending.fetch_add(1, Ordering::AcqRel);
-                    if sh.again.send(Dispatch::Next(stage)).is_err() {
+                    if sh.again.send(stage).is_err() {
                         sh.pending.fetch_sub(1, Ordering::AcqRel);
                         sh.open[stage].fetch_sub(1, Ordering::AcqRel);
                     }
@@ -255,6 +250,198 @@ impl Shared {
             }
         });
     }
+}
+
+/// A request that was sent: (index, stage, intended wall seconds from the start).
+type Sent = (u64, usize, f64);
+
+/// What the sending thread is given besides [`Shared`].
+struct Sending {
+    /// (wall seconds from the start, request index), in time order.
+    schedule: Vec<(f64, usize)>,
+    /// Each planned request's stage, and whether the stage is closed-loop.
+    kinds: Vec<(usize, bool)>,
+    bodies: Arc<Vec<Prepared>>,
+    /// Bodies for closed-loop successors (cycled).
+    extra: Arc<Vec<Prepared>>,
+    max_in_flight: usize,
+    grace: Duration,
+    sent_count: Arc<AtomicU64>,
+    /// Closed-loop successors asked for, by stage.
+    again: mpsc::UnboundedReceiver<usize>,
+}
+
+/// The longest the sending loop waits before it looks at the stop flag again.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// What woke the sending loop.
+enum Woke {
+    Timer,
+    Successor(usize),
+    Ended,
+}
+
+/// The sending loop, on the sending thread's runtime: every planned request at its time (or
+/// dropped at the in-flight cap), closed-loop successors as they are asked for, until the plan
+/// is done and nothing is in flight, or until a stop and its grace. Returns every request sent.
+async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
+    let mut pacer = Pacer::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    // Sized from the plan: growing it while sending would copy it (megabytes at tens of
+    // thousands of requests a second) between two sends.
+    let mut sent: Vec<Sent> = Vec::with_capacity(s.schedule.len());
+    let mut next_index = s.kinds.len() as u64;
+    let mut next = 0;
+    let mut stopped_at: Option<Instant> = None;
+    let mut yielded = false;
+    let due_of = |offset: f64| sh.t0 + Duration::from_secs_f64(offset.max(0.0));
+    loop {
+        if stopped_at.is_none() && sh.stop.load(Ordering::Relaxed) {
+            stopped_at = Some(Instant::now());
+        }
+        let now = Instant::now();
+        while stopped_at.is_none()
+            && let Some(&(offset, i)) = s.schedule.get(next)
+        {
+            let due = due_of(offset);
+            if due > now {
+                break;
+            }
+            if !yielded && sh.in_flight.load(Ordering::Acquire) >= s.max_in_flight {
+                // At the cap, requests counted in flight may have ended already, their
+                // responses unread only because this loop has not let their tasks run
+                // (after a stall, it sends a burst). Let them run once, then decide: a
+                // request is dropped only if the cap is still full, as k6 drops an
+                // iteration only when every VU is busy.
+                yielded = true;
+                tokio::task::yield_now().await;
+                while tasks.try_join_next().is_some() {}
+                continue;
+            }
+            yielded = false;
+            next += 1;
+            send_planned(&sh, &s, &mut tasks, &mut sent, i, due);
+        }
+        while let Ok(stage) = s.again.try_recv() {
+            send_successor(&sh, &s, &mut tasks, &mut sent, &mut next_index, stage);
+        }
+        while tasks.try_join_next().is_some() {}
+        let scheduled = stopped_at.is_some() || next == s.schedule.len();
+        if scheduled && tasks.is_empty() && sh.pending.load(Ordering::Acquire) == 0 {
+            break;
+        }
+        if stopped_at.is_some_and(|at| at.elapsed() >= s.grace) {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            break;
+        }
+        let poll = Instant::now() + STOP_POLL;
+        let wake = match s.schedule.get(next) {
+            Some(&(offset, _)) if !scheduled => due_of(offset).min(poll),
+            _ => poll,
+        };
+        // A short gap is spun out without the other waits; a long one also wakes for a
+        // successor, and (once everything is sent) for a request's end.
+        if wake.saturating_duration_since(Instant::now()) <= crate::pace::SPIN {
+            pacer.until(wake).await;
+            continue;
+        }
+        let woke = tokio::select! {
+            () = pacer.until(wake) => Woke::Timer,
+            Some(stage) = s.again.recv() => Woke::Successor(stage),
+            Some(_) = tasks.join_next(), if scheduled && !tasks.is_empty() => Woke::Ended,
+        };
+        if let Woke::Successor(stage) = woke {
+            send_successor(&sh, &s, &mut tasks, &mut sent, &mut next_index, stage);
+        }
+    }
+    sent
+}
+
+/// Sends planned request `i` (due at `due`), or drops it at the in-flight cap.
+fn send_planned(
+    sh: &Arc<Shared>,
+    s: &Sending,
+    tasks: &mut tokio::task::JoinSet<()>,
+    sent: &mut Vec<Sent>,
+    i: usize,
+    due: Instant,
+) {
+    let (stage, closed) = s.kinds[i];
+    if sh.in_flight.load(Ordering::Acquire) >= s.max_in_flight {
+        if let Ok(mut r) = sh.records[stage].lock() {
+            r.push(Record {
+                index: i as u64,
+                step: stage,
+                intended_s: due.saturating_duration_since(sh.t0).as_secs_f64(),
+                sent_s: None,
+                events_s: Vec::new(),
+                end_s: None,
+                outcome: Outcome::Dropped,
+                output_tokens: None,
+                prompt_tokens: None,
+                token_source: None,
+                error: Some(format!(
+                    "{} requests were already in flight",
+                    s.max_in_flight
+                )),
+            });
+        }
+        if let Ok(mut l) = sh.live[stage].lock() {
+            l.dropped += 1;
+        }
+        sh.done[stage].fetch_add(1, Ordering::AcqRel);
+        return;
+    }
+    sh.in_flight.fetch_add(1, Ordering::AcqRel);
+    s.sent_count.fetch_add(1, Ordering::Relaxed);
+    sent.push((
+        i as u64,
+        stage,
+        due.saturating_duration_since(sh.t0).as_secs_f64(),
+    ));
+    if closed {
+        sh.open[stage].fetch_add(1, Ordering::AcqRel);
+    }
+    sh.spawn(
+        tasks,
+        i as u64,
+        stage,
+        s.bodies[i].body.clone(),
+        due,
+        closed,
+    );
+}
+
+/// Sends the successor of a closed-loop request of `stage` that ended, unless the run is
+/// stopping (or there is nothing to send).
+fn send_successor(
+    sh: &Arc<Shared>,
+    s: &Sending,
+    tasks: &mut tokio::task::JoinSet<()>,
+    sent: &mut Vec<Sent>,
+    next_index: &mut u64,
+    stage: usize,
+) {
+    sh.pending.fetch_sub(1, Ordering::AcqRel);
+    if sh.stop.load(Ordering::Relaxed) || s.extra.is_empty() {
+        sh.open[stage].fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let index = *next_index;
+    *next_index += 1;
+    let body = s.extra[(index as usize - s.kinds.len()) % s.extra.len()]
+        .body
+        .clone();
+    let due = Instant::now();
+    sh.in_flight.fetch_add(1, Ordering::AcqRel);
+    s.sent_count.fetch_add(1, Ordering::Relaxed);
+    sent.push((
+        index,
+        stage,
+        due.saturating_duration_since(sh.t0).as_secs_f64(),
+    ));
+    sh.spawn(tasks, index, stage, body, due, true);
 }
 
 /// Process CPU seconds (user + system) so far.
@@ -345,40 +532,6 @@ pub fn parse_rfc3339(t: &str) -> Option<f64> {
     Some((days * 86_400 + h * 3600 + mi * 60 + s - offset) as f64 + frac)
 }
 
-fn dispatcher(
-    plan: Vec<(f64, usize)>,
-    t0: Instant,
-    in_flight: Arc<AtomicUsize>,
-    max: usize,
-    tx: mpsc::UnboundedSender<Dispatch>,
-    stop: Arc<AtomicBool>,
-) {
-    for (offset, i) in plan {
-        let due = t0 + Duration::from_secs_f64(offset.max(0.0));
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                let _ = tx.send(Dispatch::Done);
-                return;
-            }
-            let now = Instant::now();
-            if now >= due {
-                break;
-            }
-            std::thread::sleep((due - now).min(Duration::from_millis(50)));
-        }
-        let msg = if in_flight.load(Ordering::Acquire) >= max {
-            Dispatch::Dropped(i, due)
-        } else {
-            in_flight.fetch_add(1, Ordering::AcqRel);
-            Dispatch::Send(i, due)
-        };
-        if tx.send(msg).is_err() {
-            return;
-        }
-    }
-    let _ = tx.send(Dispatch::Done);
-}
-
 /// Runs the plan. `interrupt` resolving stops the schedule (requests in flight get `grace` to
 /// finish) and the partial result is returned, marked interrupted.
 pub async fn run(
@@ -436,7 +589,6 @@ pub async fn run(
             rest_end: w.rest_end / k,
         })
         .collect();
-    let stage_of: Arc<Vec<usize>> = Arc::new(planned.iter().map(|p| p.stage).collect());
     let started_at = now_rfc3339();
     let client = Arc::new(Client::new(cfg.client.clone()));
     // The API's credentials go to the metrics endpoint only when it is the same server: a
@@ -454,17 +606,72 @@ pub async fn run(
         Some(s) => s.scrape(Instant::now()).await.ok(),
         None => None,
     };
-    // Open connections ahead: about what the first second's requests keep in flight at a
-    // millisecond each, a few at least, never past the in-flight cap.
+    // Open connections ahead: what the first step's requests would keep in flight if each
+    // took 10 ms, a few at least, never past the in-flight cap. Opening a connection costs
+    // the sending thread several requests' worth of time, so a pool too small for the rate
+    // turned a short stall into a longer one (the catch-up burst waited on new connections)
+    // and then into drops; the idle pool is last-in first-out, so the extra connections
+    // stay cold and cost the server nothing but a socket.
     let first_rate = cfg.stages.first().map_or(1.0, |s| match s.concurrency {
         Some(c) => f64::from(c) * 1000.0,
         None => s.rate / k,
     });
-    let warm = ((first_rate / 1000.0).ceil() as usize)
+    let warm = ((first_rate / 100.0).ceil() as usize)
         .max(PRECONNECT_MIN)
         .min(cfg.max_in_flight)
         .min(PRECONNECT_MAX);
-    client.preconnect(warm).await;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent_count = Arc::new(AtomicU64::new(0));
+    let (again_tx, again_rx) = mpsc::unbounded_channel();
+    // The sending thread: its runtime opens the connections (so that they are driven where
+    // the requests are sent), says when they are ready, and waits for the start.
+    let (ready_tx, ready_rx) = oneshot::channel::<std::io::Result<()>>();
+    let (go_tx, go_rx) = oneshot::channel::<Arc<Shared>>();
+    let (done_tx, mut done_rx) = oneshot::channel::<Vec<Sent>>();
+    {
+        let sending = Sending {
+            schedule: planned
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.at / k, i))
+                .collect(),
+            kinds: planned.iter().map(|p| (p.stage, p.closed)).collect(),
+            bodies: Arc::clone(&bodies),
+            extra: Arc::clone(&extra),
+            max_in_flight: cfg.max_in_flight,
+            grace: cfg.grace,
+            sent_count: Arc::clone(&sent_count),
+            again: again_rx,
+        };
+        let client = Arc::clone(&client);
+        std::thread::Builder::new()
+            .name("sender".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    client.preconnect(warm).await;
+                    let _ = ready_tx.send(Ok(()));
+                    if let Ok(shared) = go_rx.await {
+                        let _ = done_tx.send(send_all(shared, sending).await);
+                    }
+                });
+            })
+            .map_err(LoadError::Thread)?;
+    }
+    ready_rx
+        .await
+        .map_err(|_| LoadError::TaskPanicked)?
+        .map_err(LoadError::Thread)?;
     // A shared start: wait for it; a worker that comes after it starts at once and records
     // by how much it was late.
     let (t0, late_s) = match cfg.start_at.map(|at| at.duration_since(SystemTime::now())) {
@@ -477,24 +684,6 @@ pub async fn run(
     };
     let cpu0 = process_cpu_s();
     let probe = Arc::new(Probe::start(t0));
-
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let again_tx = tx.clone();
-    let schedule: Vec<(f64, usize)> = planned
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.at / k, i))
-        .collect();
-    {
-        let (in_flight, stop) = (Arc::clone(&in_flight), Arc::clone(&stop));
-        let max = cfg.max_in_flight;
-        std::thread::Builder::new()
-            .name("dispatcher".into())
-            .spawn(move || dispatcher(schedule, t0, in_flight, max, tx, stop))
-            .map_err(LoadError::Thread)?;
-    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler_task = sampler.clone().map(|s| {
         let interval = Duration::from_secs_f64((cfg.sample_interval_s / k).max(0.01));
@@ -516,7 +705,6 @@ pub async fn run(
             .map(|n| Mutex::new(Vec::with_capacity(*n as usize)))
             .collect(),
     );
-    let sent_count = Arc::new(AtomicU64::new(0));
     let shared = Arc::new(Shared {
         client: Arc::clone(&client),
         records: Arc::clone(&records),
@@ -535,6 +723,9 @@ pub async fn run(
         path: cfg.requests.api.path(),
         stream: cfg.requests.stream,
     });
+    if go_tx.send(Arc::clone(&shared)).is_err() {
+        return Err(LoadError::TaskPanicked);
+    }
 
     // Step boundaries: scrape before each step and after its requests are done.
     let mut initial_bounds: Vec<Bounds> = vec![(None, None); n_stages];
@@ -719,89 +910,21 @@ pub async fn run(
     };
     drop(prog_tx);
 
-    // Receive dispatches and run requests until the dispatcher is done and nothing is in flight.
-    let mut tasks = tokio::task::JoinSet::new();
+    // The sending thread runs the plan; meanwhile progress is passed on, and an interruption
+    // stops the schedule (the thread gives requests in flight `grace` to finish).
     let mut interrupted = false;
-    let mut dispatch_done = false;
-    let mut stopped_at: Option<Instant> = None;
-    // (index, stage, intended wall seconds) of every request sent.
-    // Sized from the plan: growing it while sending would copy it (megabytes at tens of
-    // thousands of requests a second) on the task that hands requests out.
-    let mut sent: Vec<(u64, usize, f64)> = Vec::with_capacity(planned.len());
-    let mut next_index = planned.len() as u64;
     tokio::pin!(interrupt);
-    loop {
-        let pending = shared.pending.load(Ordering::Acquire);
-        if dispatch_done && tasks.is_empty() && pending == 0 {
-            break;
-        }
+    let sent = loop {
         tokio::select! {
             biased;
             _ = &mut interrupt, if !interrupted => {
                 interrupted = true;
                 stop.store(true, Ordering::Relaxed);
-                stopped_at = Some(Instant::now());
             }
             Some(p) = prog_rx.recv() => progress(p),
-            d = rx.recv(), if !dispatch_done || pending > 0 => match d {
-                Some(Dispatch::Send(i, due)) => {
-                    sent_count.fetch_add(1, Ordering::Relaxed);
-                    let (stage, closed) = (planned[i].stage, planned[i].closed);
-                    sent.push((i as u64, stage, due.saturating_duration_since(t0).as_secs_f64()));
-                    if closed {
-                        shared.open[stage].fetch_add(1, Ordering::AcqRel);
-                    }
-                    shared.spawn(&mut tasks, i as u64, stage, bodies[i].body.clone(), due, closed);
-                }
-                Some(Dispatch::Next(stage)) => {
-                    shared.pending.fetch_sub(1, Ordering::AcqRel);
-                    if stop.load(Ordering::Relaxed) || extra.is_empty() {
-                        shared.open[stage].fetch_sub(1, Ordering::AcqRel);
-                    } else {
-                        let index = next_index;
-                        next_index += 1;
-                        let body = extra[(index as usize - planned.len()) % extra.len()].body.clone();
-                        let due = Instant::now();
-                        in_flight.fetch_add(1, Ordering::AcqRel);
-                        sent_count.fetch_add(1, Ordering::Relaxed);
-                        sent.push((index, stage, due.saturating_duration_since(t0).as_secs_f64()));
-                        shared.spawn(&mut tasks, index, stage, body, due, true);
-                    }
-                }
-                Some(Dispatch::Dropped(i, due)) => {
-                    let t = due.saturating_duration_since(t0).as_secs_f64();
-                    if let Ok(mut r) = records[stage_of[i]].lock() {
-                        r.push(Record {
-                            index: i as u64,
-                            step: stage_of[i],
-                            intended_s: t,
-                            sent_s: None,
-                            events_s: Vec::new(),
-                            end_s: None,
-                            outcome: Outcome::Dropped,
-                            output_tokens: None,
-                            prompt_tokens: None,
-                            token_source: None,
-                            error: Some(format!("{} requests were already in flight", cfg.max_in_flight)),
-                        });
-                    }
-                    if let Ok(mut l) = shared.live[stage_of[i]].lock() {
-                        l.dropped += 1;
-                    }
-                    done_per_stage[stage_of[i]].fetch_add(1, Ordering::AcqRel);
-                }
-                Some(Dispatch::Done) | None => dispatch_done = true,
-            },
-            _ = tasks.join_next(), if !tasks.is_empty() => {}
-            _ = tokio::time::sleep(Duration::from_millis(100)), if interrupted => {
-                if stopped_at.is_some_and(|s| s.elapsed() >= cfg.grace) {
-                    tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
-                    break;
-                }
-            }
+            r = &mut done_rx => break r.map_err(|_| LoadError::TaskPanicked)?,
         }
-    }
+    };
     // Requests cut off by the interruption end as timeouts.
     let end_wall = t0.elapsed().as_secs_f64();
     {

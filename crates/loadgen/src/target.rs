@@ -170,13 +170,16 @@ impl Target {
     /// The base path (without query) joined with `path`: a server behind a prefix
     /// (`http://gw/llm`) gets `/llm/v1/completions`.
     pub fn path(&self, path: &str) -> String {
-        let base = self
-            .path_and_query
+        format!("{}{path}", self.base_path())
+    }
+
+    /// The base path, without query or trailing slash (`/llm` for `http://gw/llm/`).
+    pub fn base_path(&self) -> &str {
+        self.path_and_query
             .split('?')
             .next()
             .unwrap_or("")
-            .trim_end_matches('/');
-        format!("{base}{path}")
+            .trim_end_matches('/')
     }
 
     /// The same server at another path (`/metrics` next to the API).

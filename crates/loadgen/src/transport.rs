@@ -1,14 +1,16 @@
 //! Sending one request and watching its response: HTTP/1.1 with or without connection reuse,
 //! a deadline, and streaming responses decoded event by event as the bytes arrive.
 
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::client::conn::http1::SendRequest;
+use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use inferscale_openai::SseDecoder;
+
+use crate::h1::{Wire, WireError};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -55,23 +57,17 @@ pub struct ClientConfig {
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// One HTTP/1.1 connection: the request half, and the task that drives the socket (aborted to
-/// close it: a request given up on must not linger on the server).
-struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    driver: tokio::task::AbortHandle,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
+/// One HTTP/1.1 connection of the request path (dropping it closes the socket: a request
+/// given up on must not linger on the server).
+type Conn = Wire<crate::tls::Stream>;
 
 /// A pool of HTTP/1.1 connections to one server.
 pub struct Client {
     cfg: ClientConfig,
     idle: Mutex<Vec<Conn>>,
+    /// The request head's lines after the request line, up to the body's length: `Host`,
+    /// `Content-Type`, the credentials, and `Connection: close` without reuse.
+    fixed: Vec<u8>,
 }
 
 #[derive(Deserialize)]
@@ -138,9 +134,24 @@ fn inspect(data: &str) -> Result<EventInfo, String> {
 impl Client {
     /// A client for `cfg`.
     pub fn new(cfg: ClientConfig) -> Self {
+        let mut fixed = Vec::with_capacity(256);
+        fixed.extend_from_slice(b"host: ");
+        fixed.extend_from_slice(cfg.target.authority().as_bytes());
+        fixed.extend_from_slice(b"\r\ncontent-type: application/json\r\n");
+        // Names and values were checked when the credentials were read (no line breaks).
+        for (name, value) in cfg.auth.headers() {
+            fixed.extend_from_slice(name.as_str().as_bytes());
+            fixed.extend_from_slice(b": ");
+            fixed.extend_from_slice(value.as_bytes());
+            fixed.extend_from_slice(b"\r\n");
+        }
+        if !cfg.reuse {
+            fixed.extend_from_slice(b"connection: close\r\n");
+        }
         Client {
             cfg,
             idle: Mutex::new(Vec::new()),
+            fixed,
         }
     }
 
@@ -159,14 +170,7 @@ impl Client {
         let stream = crate::tls::connect(&t.host, t.port, tls.as_ref())
             .await
             .map_err(|e| format!("cannot connect to {}: {e}", t.authority()))?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        })
-        .abort_handle();
-        Ok(Conn { sender, driver })
+        Ok(Wire::new(stream))
     }
 
     /// Opens up to `n` connections ahead of a run (with connection reuse), so that the first
@@ -196,8 +200,8 @@ impl Client {
 
     fn take_idle(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
-        while let Some(c) = idle.pop() {
-            if !c.sender.is_closed() && c.sender.is_ready() {
+        while let Some(mut c) = idle.pop() {
+            if c.usable() {
                 return Some(c);
             }
         }
@@ -255,32 +259,40 @@ impl Client {
                 .await
                 .map_err(|e| (Outcome::ConnectError, e))?,
         };
-        let mut req = self.cfg.auth.apply(
-            http::Request::post(self.cfg.target.path(path))
-                .header(http::header::HOST, self.cfg.target.authority())
-                .header(http::header::CONTENT_TYPE, "application/json"),
-        );
-        if !self.cfg.reuse {
-            req = req.header(http::header::CONNECTION, "close");
-        }
-        let req = req
-            .body(Full::new(body))
-            .map_err(|e| (Outcome::ConnectError, e.to_string()))?;
         ex.sent = Some(Instant::now());
-        let resp = conn
-            .sender
-            .send_request(req)
-            .await
-            .map_err(|e| (Outcome::StreamError, format!("request failed: {e}")))?;
-        let status = resp.status();
-        let mut body = resp.into_body();
-        if status != http::StatusCode::OK {
-            let _ = http_body_util::Limited::new(body, 64 * 1024)
-                .collect()
+        conn.send(|out| {
+            out.extend_from_slice(b"POST ");
+            out.extend_from_slice(self.cfg.target.base_path().as_bytes());
+            out.extend_from_slice(path.as_bytes());
+            out.extend_from_slice(b" HTTP/1.1\r\n");
+            out.extend_from_slice(&self.fixed);
+            let _ = write!(out, "content-length: {}\r\n\r\n", body.len());
+            out.extend_from_slice(&body);
+        })
+        .await
+        .map_err(|e| (Outcome::StreamError, format!("request failed: {e}")))?;
+        let cut = |e: WireError| (Outcome::StreamError, format!("the response was cut: {e}"));
+        let resp = conn.head().await.map_err(|e| match e {
+            WireError::Closed(_) | WireError::Io(_) => {
+                (Outcome::StreamError, format!("request failed: {e}"))
+            }
+            WireError::Malformed(_) => (Outcome::StreamError, e.to_string()),
+        })?;
+        if resp.status != 200 {
+            // Read (a bounded part of) the error body so that the connection is left clean;
+            // it is not reused either way.
+            let mut seen = 0usize;
+            let _ = conn
+                .body(resp.framing, |d| {
+                    seen += d.len();
+                    if seen > 64 * 1024 { Err(()) } else { Ok(()) }
+                })
                 .await;
+            let status = http::StatusCode::from_u16(resp.status)
+                .map_or_else(|_| resp.status.to_string(), |s| s.to_string());
             return Err((
                 Outcome::HttpError {
-                    status: status.as_u16(),
+                    status: resp.status,
                 },
                 format!("HTTP {status}"),
             ));
@@ -290,44 +302,39 @@ impl Client {
         let mut whole = Vec::new();
         let mut done = false;
         let mut usage: Option<(Option<u32>, Option<u32>)> = None;
-        loop {
-            let frame = match body.frame().await {
-                None => break,
-                Some(Err(e)) => {
-                    return Err((Outcome::StreamError, format!("the response was cut: {e}")));
+        let max_body = self.cfg.max_body;
+        let reusable = conn
+            .body(resp.framing, |data| {
+                if !stream {
+                    if whole.len() + data.len() > max_body {
+                        return Err((
+                            Outcome::StreamError,
+                            "the response body is too large".to_owned(),
+                        ));
+                    }
+                    whole.extend_from_slice(data);
+                    return Ok(());
                 }
-                Some(Ok(f)) => f,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            if !stream {
-                if whole.len() + data.len() > self.cfg.max_body {
-                    return Err((
-                        Outcome::StreamError,
-                        "the response body is too large".into(),
-                    ));
+                let now = Instant::now();
+                decoder
+                    .feed(data, &mut events)
+                    .map_err(|e| (Outcome::StreamError, e.to_string()))?;
+                for e in events.drain(..) {
+                    let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
+                    if info.done {
+                        done = true;
+                    }
+                    if info.has_token {
+                        ex.token_events.push(now);
+                    }
+                    if info.usage.is_some() {
+                        usage = info.usage;
+                    }
                 }
-                whole.extend_from_slice(&data);
-                continue;
-            }
-            let now = Instant::now();
-            decoder
-                .feed(&data, &mut events)
-                .map_err(|e| (Outcome::StreamError, e.to_string()))?;
-            for e in events.drain(..) {
-                let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
-                if info.done {
-                    done = true;
-                }
-                if info.has_token {
-                    ex.token_events.push(now);
-                }
-                if info.usage.is_some() {
-                    usage = info.usage;
-                }
-            }
-        }
+                Ok(())
+            })
+            .await
+            .map_err(cut)??;
         if stream {
             decoder
                 .finish(&mut events)
@@ -365,7 +372,8 @@ impl Client {
             }
         }
         if self.cfg.reuse
-            && !conn.sender.is_closed()
+            && reusable
+            && !resp.close
             && let Ok(mut idle) = self.idle.lock()
         {
             idle.push(conn);
