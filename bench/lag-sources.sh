@@ -32,6 +32,7 @@ st = c.get("stalls") or {}
 print(f"  ok {s['requests']['ok']} dropped {s['requests']['dropped']}  lag p50 {c['lag_p50_s']*1e3:.3f} "
       f"p99 {c['lag_p99_s']*1e3:.3f} max {c['lag_max_s']*1e3:.1f} ms  cpu user {u} sys {sy} s  "
       f"switches {vol} voluntary {inv} involuntary  stalls {st.get('count')} "
-      f"(longest {st.get('longest_s', 0)*1e3:.1f} ms)  steal {st.get('steal_s') or 0:.2f} s")
+      f"(longest {st.get('longest_s', 0)*1e3:.1f} ms)  CPU waits {st.get('cpu_waits', 0)} "
+      f"(longest {st.get('cpu_wait_longest_s', 0)*1e3:.1f} ms)  steal {st.get('steal_s') or 0:.2f} s")
 PY
 done

@@ -137,12 +137,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     /// Reads a response head, skipping interim (`1xx`) responses.
     pub async fn head(&mut self) -> Result<Head, WireError> {
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut r = httparse::Response::new(&mut headers);
-            let parsed = r
-                .parse(self.unread())
-                .map_err(|e| WireError::Malformed(format!("in the response head: {e}")))?;
-            let httparse::Status::Complete(len) = parsed else {
+            // Parsed outside any wait: the parser's header slots (kilobytes) then never
+            // become part of this future, which every request's task carries and moves.
+            let Some((head, len)) = parse_head(self.unread())? else {
                 if self.end - self.start > MAX_HEAD {
                     return Err(WireError::Malformed(format!(
                         "the response head is over {MAX_HEAD} bytes"
@@ -157,10 +154,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
                 }
                 continue;
             };
-            let status = r.code.unwrap_or(0);
-            let head = read_headers(status, r.version.unwrap_or(1), r.headers)?;
             self.start += len;
-            if (100..200).contains(&status) && status != 101 {
+            if (100..200).contains(&head.status) && head.status != 101 {
                 continue;
             }
             return Ok(head);
@@ -260,6 +255,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     }
 }
 
+/// A whole response head at the start of `buf` and its length, or `None` while it is
+/// incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, WireError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut headers);
+    let parsed = r
+        .parse(buf)
+        .map_err(|e| WireError::Malformed(format!("in the response head: {e}")))?;
+    let httparse::Status::Complete(len) = parsed else {
+        return Ok(None);
+    };
+    let head = read_headers(r.code.unwrap_or(0), r.version.unwrap_or(1), r.headers)?;
+    Ok(Some((head, len)))
+}
+
 /// The size on a chunk-size line (extensions after `;` ignored).
 fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
     let digits = line
@@ -290,6 +300,14 @@ fn read_headers(
     let mut chunked = false;
     let mut close = version == 0;
     for h in headers {
+        // Only the three headers that frame the message are looked at (the others are
+        // not even decoded: this runs once per response).
+        let framing = ["content-length", "transfer-encoding", "connection"]
+            .iter()
+            .any(|n| h.name.eq_ignore_ascii_case(n));
+        if !framing {
+            continue;
+        }
         let value = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
             for part in value.split(',') {

@@ -1,9 +1,13 @@
 //! The stall probe: a thread that asks to wake every millisecond and does nothing else. A
-//! wake-up more than a millisecond late is a stall every thread of the process suffered (the
-//! hypervisor pausing the VM, the host giving the CPU to someone else, a storm of page
-//! faults), not the load generator falling behind on its own work. The driver reports the
-//! stalls of each step beside its schedule lag, with the CPU time the hypervisor stole
-//! (`steal` in /proc/stat), so a reader can tell a client stall from a machine stall.
+//! wake-up more than a millisecond late is either a stall every thread of the process
+//! suffered (the hypervisor pausing the VM, the host giving the CPU to someone else, a storm
+//! of page faults), or a wait for a CPU that this machine's other threads held: the load
+//! generator's own sending thread, when the two share a CPU and the sender is spinning. The
+//! probe tells them apart by its own run-queue wait (Linux `/proc/thread-self/schedstat`):
+//! the part of a late wake-up spent runnable but waiting for a CPU is a CPU wait, the rest a
+//! machine stall. The driver reports both for each step beside its schedule lag, with the
+//! CPU time the hypervisor stole (`steal` in /proc/stat), so a reader can tell a client
+//! stall from a machine stall.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,8 +24,9 @@ const LATE: Duration = Duration::from_millis(1);
 pub struct Probe {
     t0: Instant,
     stop: Arc<AtomicBool>,
-    /// (start, seconds late), start in seconds from `t0` (negative before it).
-    stalls: Arc<Mutex<Vec<(f64, f64)>>>,
+    /// Late wake-ups: (start, seconds late, seconds of it spent waiting for a CPU), start in
+    /// seconds from `t0` (negative before it).
+    stalls: Arc<Mutex<Vec<(f64, f64, f64)>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -44,14 +49,23 @@ impl Probe {
             std::thread::Builder::new()
                 .name("stall-probe".into())
                 .spawn(move || {
+                    let mut queue = RunQueue::open();
+                    let mut waited = queue.waited();
                     while !stop.load(Ordering::Relaxed) {
                         let asked = Instant::now();
                         std::thread::sleep(PERIOD);
                         let late = asked.elapsed().saturating_sub(PERIOD);
+                        let before = waited;
+                        waited = queue.waited();
                         if late > LATE
                             && let Ok(mut s) = stalls.lock()
                         {
-                            s.push((since(t0, asked + PERIOD), late.as_secs_f64()));
+                            let queued = waited.saturating_sub(before).min(late);
+                            s.push((
+                                since(t0, asked + PERIOD),
+                                late.as_secs_f64(),
+                                queued.as_secs_f64(),
+                            ));
                         }
                     }
                 })
@@ -73,10 +87,16 @@ impl Probe {
             ..Stalls::default()
         };
         if let Ok(s) = self.stalls.lock() {
-            for &(_, late) in s.iter().filter(|(at, _)| *at >= a && *at < b) {
-                out.count += 1;
-                out.total_s += late;
-                out.longest_s = out.longest_s.max(late);
+            for &(_, late, queued) in s.iter().filter(|(at, ..)| *at >= a && *at < b) {
+                let stopped = late - queued;
+                if stopped > LATE.as_secs_f64() {
+                    out.count += 1;
+                    out.total_s += stopped;
+                    out.longest_s = out.longest_s.max(stopped);
+                } else {
+                    out.cpu_waits += 1;
+                    out.cpu_wait_longest_s = out.cpu_wait_longest_s.max(queued);
+                }
             }
         }
         out
@@ -95,6 +115,44 @@ impl Drop for Probe {
             let _ = t.join();
         }
     }
+}
+
+/// The calling thread's run-queue wait so far: time it was runnable but not running
+/// (the second field of Linux's per-thread `schedstat`). Zero throughout where the system
+/// does not say, so that every late wake-up then counts as a machine stall.
+struct RunQueue {
+    file: Option<std::fs::File>,
+    text: Vec<u8>,
+}
+
+impl RunQueue {
+    /// Opens the calling thread's own `schedstat`.
+    fn open() -> RunQueue {
+        RunQueue {
+            file: std::fs::File::open("/proc/thread-self/schedstat").ok(),
+            text: Vec::with_capacity(64),
+        }
+    }
+
+    /// The wait so far (one read of an open file: cheap enough for every wake-up).
+    fn waited(&mut self) -> Duration {
+        use std::io::{Read, Seek};
+        let Some(f) = &mut self.file else {
+            return Duration::ZERO;
+        };
+        self.text.clear();
+        if f.rewind().is_err() || f.read_to_end(&mut self.text).is_err() {
+            return Duration::ZERO;
+        }
+        schedstat_wait(&self.text).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// The run-queue wait in a `schedstat` line: "<run ns> <wait ns> <timeslices>".
+fn schedstat_wait(text: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(text).ok()?;
+    let ns: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
 }
 
 /// CPU time the hypervisor has stolen from this machine so far, all CPUs together, seconds
@@ -119,17 +177,41 @@ mod tests {
         let p = Probe::start(t0);
         std::thread::sleep(Duration::from_millis(20));
         if let Ok(mut s) = p.stalls.lock() {
-            s.push((0.5, 0.004));
-            s.push((1.5, 0.010));
+            s.push((0.5, 0.004, 0.0));
+            s.push((1.5, 0.010, 0.0));
+            // Late mostly for want of a CPU: a CPU wait, not a stall.
+            s.push((1.6, 0.0045, 0.004));
+            // Late partly for want of a CPU, and stopped for 2 ms more: a 2 ms stall.
+            s.push((1.7, 0.0060, 0.004));
         }
         let all = p.between(0.0, 2.0, Some(0.25));
-        assert!(all.count >= 2);
+        assert!(all.count >= 3);
         assert!(all.longest_s >= 0.010);
         assert_eq!(all.steal_s, Some(0.25));
+        assert!(all.cpu_waits >= 1 && all.cpu_wait_longest_s >= 0.004);
         let first = p.between(0.4, 1.0, None);
         assert!(first.count >= 1 && first.longest_s >= 0.004 && first.longest_s < 0.010);
+        let late = p.between(1.55, 1.65, None);
+        assert_eq!((late.count, late.cpu_waits), (0, 1));
+        let partly = p.between(1.65, 1.75, None);
+        assert_eq!(partly.count, 1);
+        assert!((partly.longest_s - 0.002).abs() < 1e-9);
         assert!(p.now() > 0.0);
         drop(p);
         assert!(steal_s().is_none_or(|s| s >= 0.0));
+    }
+
+    #[test]
+    fn the_run_queue_wait_is_read_from_schedstat() {
+        assert_eq!(
+            schedstat_wait(b"123456 7890 42\n"),
+            Some(Duration::from_nanos(7890))
+        );
+        assert_eq!(schedstat_wait(b"garbage"), None);
+        // On Linux the probe's own file is there, and its wait never goes back.
+        let mut q = RunQueue::open();
+        let a = q.waited();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(q.waited() >= a);
     }
 }

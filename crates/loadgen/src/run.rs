@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use inferscale_catalog::Signal;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::AbortHandle;
 
 use crate::pace::Pacer;
 use crate::probe::{Probe, steal_s};
@@ -27,7 +28,7 @@ use crate::report::{PlanReport, RUN_VERSION, RunReport, SegmentReport, StepRepor
 use crate::sampler::{Sample, Sampler};
 use crate::schedule::{Arrival, Planned, Segment, Stage, StageWindow, plan};
 use crate::target::Target;
-use crate::transport::{Client, ClientConfig, Outcome};
+use crate::transport::{Client, ClientConfig, Exchange, Outcome};
 
 /// How long before a step starts its lower-bound scrape is taken (a real server's `/metrics`
 /// takes milliseconds to tens of milliseconds to answer).
@@ -194,7 +195,8 @@ struct Shared {
 
 impl Shared {
     /// Sends request `index` of `stage` (intended at `due`); a closed-loop one asks for its
-    /// successor when it ends inside its stage's window.
+    /// successor when it ends inside its stage's window. Returns the handle the deadline
+    /// sweep aborts it with.
     fn spawn(
         self: &Arc<Self>,
         tasks: &mut tokio::task::JoinSet<()>,
@@ -203,54 +205,112 @@ impl Shared {
         body: Bytes,
         due: Instant,
         closed: bool,
-    ) {
-        let sh = Arc::clone(self);
+    ) -> AbortHandle {
+        let mut req = InFlight {
+            sh: Arc::clone(self),
+            index,
+            stage,
+            due,
+            closed,
+            ex: Exchange::begun(due),
+            ended: false,
+        };
         tasks.spawn(async move {
-            let ex = sh.client.send(sh.path, body, due, sh.stream).await;
-            let rel = |t: Instant| t.saturating_duration_since(sh.t0).as_secs_f64();
-            let rec = Record {
-                index,
-                step: stage,
-                intended_s: rel(due),
-                sent_s: ex.sent.map(rel),
-                events_s: ex.token_events.iter().map(|t| rel(*t)).collect(),
-                end_s: Some(rel(ex.end)),
-                outcome: ex.outcome,
-                output_tokens: ex.output_tokens,
-                prompt_tokens: ex.prompt_tokens,
-                token_source: ex.token_source,
-                error: ex.error,
-            };
-            if let Ok(mut l) = sh.live[stage].lock() {
-                match (rec.outcome, rec.e2e()) {
-                    (Outcome::Ok, Some(e2e)) => {
-                        l.ok += 1;
-                        l.e2e.record(e2e);
-                    }
-                    (Outcome::Ok, None) => l.ok += 1,
-                    _ => l.failed += 1,
-                }
-            }
-            if let Ok(mut r) = sh.records[stage].lock() {
-                r.push(rec);
-            }
-            sh.in_flight.fetch_sub(1, Ordering::AcqRel);
-            sh.done[stage].fetch_add(1, Ordering::AcqRel);
-            if closed {
-                let again = Instant::now() < sh.ends[stage] && !sh.stop.load(Ordering::Relaxed);
-                if again {
-                    sh.pending.fetch_add(1, Ordering::AcqRel);
-                    if sh.again.send(stage).is_err() {
-                        sh.pending.fetch_sub(1, Ordering::AcqRel);
-                        sh.open[stage].fetch_sub(1, Ordering::AcqRel);
-                    }
-                } else {
-                    sh.open[stage].fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-        });
+            let result = req
+                .sh
+                .client
+                .follow(req.sh.path, body, req.sh.stream, &mut req.ex)
+                .await;
+            req.ex.conclude(result);
+            req.end();
+        })
     }
 }
+
+/// A request in flight: what its record needs, and the duty to write it. The record is
+/// written when the exchange ends or, should the task be dropped first (the deadline sweep
+/// aborted it, or the run was cut off), when it is dropped, with what was seen until then.
+struct InFlight {
+    sh: Arc<Shared>,
+    index: u64,
+    stage: usize,
+    due: Instant,
+    closed: bool,
+    ex: Exchange,
+    ended: bool,
+}
+
+impl InFlight {
+    /// Records the exchange, counts it, and (closed loop, inside the window) asks for the
+    /// successor.
+    fn end(&mut self) {
+        self.ended = true;
+        let sh = &self.sh;
+        let stage = self.stage;
+        let rel = |t: Instant| t.saturating_duration_since(sh.t0).as_secs_f64();
+        let ex = &mut self.ex;
+        let rec = Record {
+            index: self.index,
+            step: stage,
+            intended_s: rel(self.due),
+            sent_s: ex.sent.map(rel),
+            events_s: ex.token_events.iter().map(|t| rel(*t)).collect(),
+            end_s: Some(rel(ex.end)),
+            outcome: ex.outcome,
+            output_tokens: ex.output_tokens,
+            prompt_tokens: ex.prompt_tokens,
+            token_source: ex.token_source,
+            error: ex.error.take(),
+        };
+        if let Ok(mut l) = sh.live[stage].lock() {
+            match (rec.outcome, rec.e2e()) {
+                (Outcome::Ok, Some(e2e)) => {
+                    l.ok += 1;
+                    l.e2e.record(e2e);
+                }
+                (Outcome::Ok, None) => l.ok += 1,
+                _ => l.failed += 1,
+            }
+        }
+        if let Ok(mut r) = sh.records[stage].lock() {
+            r.push(rec);
+        }
+        sh.in_flight.fetch_sub(1, Ordering::AcqRel);
+        sh.done[stage].fetch_add(1, Ordering::AcqRel);
+        if self.closed {
+            let again = Instant::now() < sh.ends[stage] && !sh.stop.load(Ordering::Relaxed);
+            if again {
+                sh.pending.fetch_add(1, Ordering::AcqRel);
+                if sh.again.send(stage).is_err() {
+                    sh.pending.fetch_sub(1, Ordering::AcqRel);
+                    sh.open[stage].fetch_sub(1, Ordering::AcqRel);
+                }
+            } else {
+                sh.open[stage].fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let timeout = self.sh.client.config().timeout;
+        if Instant::now() >= self.due + timeout {
+            self.ex.expire(timeout);
+        } else {
+            self.ex.end = Instant::now();
+            self.ex.outcome = Outcome::Timeout;
+            self.ex.error = Some(CUT_OFF.into());
+        }
+        self.end();
+    }
+}
+
+/// Why a request that was still going when the run was interrupted ended.
+const CUT_OFF: &str = "cut off when the run was interrupted";
 
 /// A request that was sent: (index, stage, intended wall seconds from the start).
 type Sent = (u64, usize, f64);
@@ -269,10 +329,19 @@ struct Sending {
     sent_count: Arc<AtomicU64>,
     /// Closed-loop successors asked for, by stage.
     again: mpsc::UnboundedReceiver<usize>,
+    /// The requests in flight (and some just ended) with their deadlines, for the sweep.
+    deadlines: Vec<(Instant, AbortHandle)>,
+    /// How long a request may take from its intended send time.
+    timeout: Duration,
 }
 
 /// The longest the sending loop waits before it looks at the stop flag again.
 const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// How often requests past their deadline are looked for (and so how late, at most, a
+/// timeout is noticed). One sweep over the requests in flight replaces a timer per request,
+/// whose registration and removal cost the sending thread more than the rest of the request.
+const SWEEP: Duration = Duration::from_millis(10);
 
 /// What woke the sending loop.
 enum Woke {
@@ -294,12 +363,17 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
     let mut next = 0;
     let mut stopped_at: Option<Instant> = None;
     let mut yielded = false;
+    let mut next_sweep = Instant::now() + SWEEP;
     let due_of = |offset: f64| sh.t0 + Duration::from_secs_f64(offset.max(0.0));
     loop {
         if stopped_at.is_none() && sh.stop.load(Ordering::Relaxed) {
             stopped_at = Some(Instant::now());
         }
         let now = Instant::now();
+        if now >= next_sweep {
+            sweep(&mut s.deadlines, now);
+            next_sweep = now + SWEEP;
+        }
         while stopped_at.is_none()
             && let Some(&(offset, i)) = s.schedule.get(next)
         {
@@ -320,10 +394,10 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
             }
             yielded = false;
             next += 1;
-            send_planned(&sh, &s, &mut tasks, &mut sent, i, due);
+            send_planned(&sh, &mut s, &mut tasks, &mut sent, i, due);
         }
         while let Ok(stage) = s.again.try_recv() {
-            send_successor(&sh, &s, &mut tasks, &mut sent, &mut next_index, stage);
+            send_successor(&sh, &mut s, &mut tasks, &mut sent, &mut next_index, stage);
         }
         while tasks.try_join_next().is_some() {}
         let scheduled = stopped_at.is_some() || next == s.schedule.len();
@@ -335,7 +409,10 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
             while tasks.join_next().await.is_some() {}
             break;
         }
-        let poll = Instant::now() + STOP_POLL;
+        let mut poll = Instant::now() + STOP_POLL;
+        if !s.deadlines.is_empty() {
+            poll = poll.min(next_sweep);
+        }
         let wake = match s.schedule.get(next) {
             Some(&(offset, _)) if !scheduled => due_of(offset).min(poll),
             _ => poll,
@@ -352,16 +429,31 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
             Some(_) = tasks.join_next(), if scheduled && !tasks.is_empty() => Woke::Ended,
         };
         if let Woke::Successor(stage) = woke {
-            send_successor(&sh, &s, &mut tasks, &mut sent, &mut next_index, stage);
+            send_successor(&sh, &mut s, &mut tasks, &mut sent, &mut next_index, stage);
         }
     }
     sent
 }
 
+/// Forgets the requests that ended, and aborts those past their deadline (each writes its
+/// record as a timeout when its task is dropped).
+fn sweep(deadlines: &mut Vec<(Instant, AbortHandle)>, now: Instant) {
+    deadlines.retain(|(deadline, task)| {
+        if task.is_finished() {
+            false
+        } else if *deadline <= now {
+            task.abort();
+            false
+        } else {
+            true
+        }
+    });
+}
+
 /// Sends planned request `i` (due at `due`), or drops it at the in-flight cap.
 fn send_planned(
     sh: &Arc<Shared>,
-    s: &Sending,
+    s: &mut Sending,
     tasks: &mut tokio::task::JoinSet<()>,
     sent: &mut Vec<Sent>,
     i: usize,
@@ -403,7 +495,7 @@ fn send_planned(
     if closed {
         sh.open[stage].fetch_add(1, Ordering::AcqRel);
     }
-    sh.spawn(
+    let task = sh.spawn(
         tasks,
         i as u64,
         stage,
@@ -411,13 +503,14 @@ fn send_planned(
         due,
         closed,
     );
+    s.deadlines.push((due + s.timeout, task));
 }
 
 /// Sends the successor of a closed-loop request of `stage` that ended, unless the run is
 /// stopping (or there is nothing to send).
 fn send_successor(
     sh: &Arc<Shared>,
-    s: &Sending,
+    s: &mut Sending,
     tasks: &mut tokio::task::JoinSet<()>,
     sent: &mut Vec<Sent>,
     next_index: &mut u64,
@@ -441,7 +534,8 @@ fn send_successor(
         stage,
         due.saturating_duration_since(sh.t0).as_secs_f64(),
     ));
-    sh.spawn(tasks, index, stage, body, due, true);
+    let task = sh.spawn(tasks, index, stage, body, due, true);
+    s.deadlines.push((due + s.timeout, task));
 }
 
 /// Process CPU seconds (user + system) so far.
@@ -643,6 +737,8 @@ pub async fn run(
             grace: cfg.grace,
             sent_count: Arc::clone(&sent_count),
             again: again_rx,
+            deadlines: Vec::with_capacity(cfg.max_in_flight.min(1 << 16)),
+            timeout: cfg.client.timeout,
         };
         let client = Arc::clone(&client);
         std::thread::Builder::new()
@@ -948,7 +1044,7 @@ pub async fn run(
                     output_tokens: None,
                     prompt_tokens: None,
                     token_source: None,
-                    error: Some("cut off when the run was interrupted".into()),
+                    error: Some(CUT_OFF.into()),
                 });
             }
         }
@@ -1106,5 +1202,50 @@ pub fn warmup_report(lat: Vec<Option<f64>>) -> crate::report::WarmupReport {
             .filter(|(_, s)| *s > 0.0)
             .map(|(f, s)| f / s),
         latencies_s: lat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_sweep_aborts_only_what_is_past_its_deadline_and_forgets_what_ended() {
+        let mut tasks = tokio::task::JoinSet::new();
+        let now = Instant::now();
+        let hung_late = tasks.spawn(std::future::pending::<()>());
+        let hung_early = tasks.spawn(std::future::pending::<()>());
+        let ended = tasks.spawn(async {});
+        tokio::task::yield_now().await;
+        assert!(ended.is_finished());
+        let mut deadlines = vec![
+            (now - Duration::from_millis(1), hung_late),
+            (now + Duration::from_secs(60), hung_early),
+            (now + Duration::from_secs(60), ended),
+        ];
+        sweep(&mut deadlines, now);
+        assert_eq!(
+            deadlines.len(),
+            1,
+            "only the request still within its deadline stays"
+        );
+        let mut cancelled = 0;
+        let mut finished = 0;
+        while let Some(r) = tasks.try_join_next() {
+            match r {
+                Err(e) if e.is_cancelled() => cancelled += 1,
+                _ => finished += 1,
+            }
+        }
+        // The aborted task is reaped once the runtime has run it.
+        tokio::task::yield_now().await;
+        while let Some(r) = tasks.try_join_next() {
+            match r {
+                Err(e) if e.is_cancelled() => cancelled += 1,
+                _ => finished += 1,
+            }
+        }
+        assert_eq!((cancelled, finished), (1, 1));
+        assert_eq!(tasks.len(), 1, "the early one still runs");
     }
 }

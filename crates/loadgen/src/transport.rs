@@ -40,6 +40,43 @@ pub struct Exchange {
     pub error: Option<String>,
 }
 
+impl Exchange {
+    /// An exchange intended at `intended`, not yet answered.
+    pub fn begun(intended: Instant) -> Exchange {
+        Exchange {
+            sent: None,
+            token_events: Vec::new(),
+            end: intended,
+            outcome: Outcome::Timeout,
+            output_tokens: None,
+            prompt_tokens: None,
+            token_source: None,
+            error: None,
+        }
+    }
+
+    /// Ends it now with what [`Client::follow`] returned.
+    pub fn conclude(&mut self, result: Result<(), (Outcome, String)>) {
+        self.end = Instant::now();
+        match result {
+            Ok(()) => self.outcome = Outcome::Ok,
+            Err((outcome, why)) => {
+                self.outcome = outcome;
+                self.error = Some(why);
+            }
+        }
+    }
+
+    /// Ends it now as timed out, `timeout` after its intended send time.
+    pub fn expire(&mut self, timeout: Duration) {
+        self.end = Instant::now();
+        self.outcome = Outcome::Timeout;
+        self.error = Some(format!(
+            "no complete answer within {timeout:?} of the intended send time"
+        ));
+    }
+}
+
 /// Connection and deadline settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -212,38 +249,21 @@ impl Client {
     /// (`intended` + timeout) passes.
     pub async fn send(&self, path: &str, body: Bytes, intended: Instant, stream: bool) -> Exchange {
         let deadline = intended + self.cfg.timeout;
-        let mut ex = Exchange {
-            sent: None,
-            token_events: Vec::new(),
-            end: intended,
-            outcome: Outcome::Timeout,
-            output_tokens: None,
-            prompt_tokens: None,
-            token_source: None,
-            error: None,
-        };
-        let result =
-            tokio::time::timeout_at(deadline.into(), self.exchange(path, body, stream, &mut ex))
-                .await;
-        ex.end = Instant::now();
-        match result {
-            Ok(Ok(())) => ex.outcome = Outcome::Ok,
-            Ok(Err((outcome, why))) => {
-                ex.outcome = outcome;
-                ex.error = Some(why);
-            }
-            Err(_) => {
-                ex.outcome = Outcome::Timeout;
-                ex.error = Some(format!(
-                    "no complete answer within {:?} of the intended send time",
-                    self.cfg.timeout
-                ));
-            }
+        let mut ex = Exchange::begun(intended);
+        match tokio::time::timeout_at(deadline.into(), self.follow(path, body, stream, &mut ex))
+            .await
+        {
+            Ok(result) => ex.conclude(result),
+            Err(_) => ex.expire(self.cfg.timeout),
         }
         ex
     }
 
-    async fn exchange(
+    /// Sends `body` to `path` and follows the response until it ends or fails, filling `ex`
+    /// as it goes (conclude it with [`Exchange::conclude`]), with no deadline of its own: the
+    /// caller enforces one by dropping this future (then [`Exchange::expire`]). The load run
+    /// does so for all its requests with one periodic sweep, rather than a timer per request.
+    pub async fn follow(
         &self,
         path: &str,
         body: Bytes,
@@ -254,8 +274,9 @@ impl Client {
         // future) closes the socket.
         let mut conn = match self.take_idle().filter(|_| self.cfg.reuse) {
             Some(c) => c,
-            None => self
-                .connect()
+            // Boxed: connecting (and a TLS handshake) needs a large future, which would
+            // otherwise make every request's task that large, reused connection or not.
+            None => Box::pin(self.connect())
                 .await
                 .map_err(|e| (Outcome::ConnectError, e))?,
         };
@@ -713,5 +734,23 @@ mod tests {
         // A key inside a string value is not a key.
         let tricky = r#"{"note":"\"text\":\"x","choices":[{"text":""}]}"#;
         assert!(!inspect(tricky).unwrap().has_token);
+    }
+
+    #[test]
+    fn a_request_future_stays_small() {
+        // Every request is a task that carries this future, moved on spawn; a large local
+        // held across a wait (once: a parser's header slots, kilobytes) made each request
+        // cost several kilobytes of copying. Connecting is boxed for the same reason.
+        let c = Client::new(ClientConfig {
+            target: crate::target::Target::parse("http://127.0.0.1:1").unwrap(),
+            reuse: true,
+            timeout: Duration::from_secs(1),
+            max_body: 1,
+            auth: Default::default(),
+            tls: None,
+        });
+        let f = c.send("/v1/completions", Bytes::new(), Instant::now(), true);
+        let size = std::mem::size_of_val(&f);
+        assert!(size <= 1536, "a request's future is {size} bytes");
     }
 }

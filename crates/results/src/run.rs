@@ -147,14 +147,16 @@ pub struct ClientStep {
 }
 
 /// What a probe thread of the load generator saw during a step. It asks to wake every
-/// millisecond and does nothing else, so a wake-up more than a millisecond late is a stall
-/// that every thread of the process suffered: a VM pause, the host taking the CPU, a page
-/// fault storm, not the load generator's own work.
+/// millisecond and does nothing else, so a wake-up more than a millisecond late was either a
+/// stall that every thread of the process suffered (a VM pause, the host taking the CPU, a
+/// page-fault storm), or a wait for a CPU that other threads of this machine held. The probe
+/// tells the two apart by its own run-queue wait (Linux `schedstat`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Stalls {
-    /// Wake-ups over a millisecond late.
+    /// Wake-ups over a millisecond late beyond the probe's wait for a CPU: the machine
+    /// stopped.
     pub count: u64,
-    /// The longest, seconds late.
+    /// The longest, seconds late (less the wait for a CPU).
     pub longest_s: f64,
     /// All of them together, seconds.
     pub total_s: f64,
@@ -162,6 +164,23 @@ pub struct Stalls {
     /// (`steal` of /proc/stat), seconds; absent where the system does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_s: Option<f64>,
+    /// Wake-ups over a millisecond late because the probe was runnable but waited that long
+    /// for a CPU: busy with this machine's other threads, the load generator's own when it
+    /// has fewer CPUs than busy threads. Not a machine stall, so not in `count`. Zero where
+    /// the system does not say (and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_waits: u64,
+    /// The longest such wait, seconds.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_wait_longest_s: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One step of the plan.

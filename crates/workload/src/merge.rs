@@ -297,6 +297,8 @@ fn merge_stalls(all: impl Iterator<Item = Stalls>) -> Option<Stalls> {
             (Some(x), Some(y)) => Some(x.max(y)),
             (x, y) => x.or(y),
         },
+        cpu_waits: a.cpu_waits + b.cpu_waits,
+        cpu_wait_longest_s: a.cpu_wait_longest_s.max(b.cpu_wait_longest_s),
     })
 }
 

@@ -332,17 +332,26 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
         .and_then(|s| s.queue_depth.p95)
         .is_some_and(|q| q < 5.0);
     let bar = lag_bar(e2e_wall.get(e2e_wall.len() / 2).copied());
-    // Said beside a lag: the machine stopped too, so the lag is not all the client's.
-    let machine = input
-        .stalls
-        .filter(|s| s.count > 0)
-        .map_or(String::new(), |s| {
-            format!(
+    // Said beside a lag: the machine stopped too, so the lag is not all the client's; or
+    // the client's threads fought over too few CPUs, so it is.
+    let machine = input.stalls.map_or(String::new(), |s| {
+        let mut m = String::new();
+        if s.count > 0 {
+            m += &format!(
                 "; the machine stalled {} times during the step, up to {:.1} ms",
                 s.count,
                 s.longest_s * 1e3
-            )
-        });
+            );
+        }
+        if s.cpu_waits > 0 {
+            m += &format!(
+                "; its threads waited for a CPU {} times, up to {:.1} ms (more busy threads than CPUs)",
+                s.cpu_waits,
+                s.cpu_wait_longest_s * 1e3
+            );
+        }
+        m
+    });
     let reason = if let Some(l) = lag_p95.filter(|l| *l > bar) {
         Some(format!(
             "schedule lag p95 {:.1} ms > {:.1} ms (p99 {:.1} ms): the client could not keep the schedule{machine}",
