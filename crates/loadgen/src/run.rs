@@ -331,8 +331,6 @@ struct Sending {
     again: mpsc::UnboundedReceiver<usize>,
     /// The requests in flight (and some just ended) with their deadlines, for the sweep.
     deadlines: Vec<(Instant, AbortHandle)>,
-    /// How long a request may take from its intended send time.
-    timeout: Duration,
 }
 
 /// The longest the sending loop waits before it looks at the stop flag again.
@@ -503,7 +501,7 @@ fn send_planned(
         due,
         closed,
     );
-    s.deadlines.push((due + s.timeout, task));
+    s.deadlines.push((due + sh.client.config().timeout, task));
 }
 
 /// Sends the successor of a closed-loop request of `stage` that ended, unless the run is
@@ -535,7 +533,7 @@ fn send_successor(
         due.saturating_duration_since(sh.t0).as_secs_f64(),
     ));
     let task = sh.spawn(tasks, index, stage, body, due, true);
-    s.deadlines.push((due + s.timeout, task));
+    s.deadlines.push((due + sh.client.config().timeout, task));
 }
 
 /// Process CPU seconds (user + system) so far.
@@ -738,7 +736,6 @@ pub async fn run(
             sent_count: Arc::clone(&sent_count),
             again: again_rx,
             deadlines: Vec::with_capacity(cfg.max_in_flight.min(1 << 16)),
-            timeout: cfg.client.timeout,
         };
         let client = Arc::clone(&client);
         std::thread::Builder::new()
