@@ -258,16 +258,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
 /// A whole response head at the start of `buf` and its length, or `None` while it is
 /// incomplete.
 fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, WireError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut r = httparse::Response::new(&mut headers);
-    let parsed = r
-        .parse(buf)
+    // Uninitialised slots: filling a hundred empty headers first cost more than the parse.
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut r, buf, &mut headers)
         .map_err(|e| WireError::Malformed(format!("in the response head: {e}")))?;
     let httparse::Status::Complete(len) = parsed else {
         return Ok(None);
     };
     let head = read_headers(r.code.unwrap_or(0), r.version.unwrap_or(1), r.headers)?;
     Ok(Some((head, len)))
+}
+
+/// A non-empty run of ASCII digits as a number (`None` for anything else, or past `u64`).
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if d.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        } else {
+            None
+        }
+    })
 }
 
 /// The size on a chunk-size line (extensions after `;` ignored).
@@ -308,11 +324,14 @@ fn read_headers(
         if !framing {
             continue;
         }
-        let value = String::from_utf8_lossy(h.value);
+        let value = h.value;
         if h.name.eq_ignore_ascii_case("content-length") {
-            for part in value.split(',') {
-                let n: u64 = part.trim().parse().map_err(|_| {
-                    WireError::Malformed(format!("Content-Length {value:?} is not a number"))
+            for part in value.split(|b| *b == b',') {
+                let n = decimal(part.trim_ascii()).ok_or_else(|| {
+                    WireError::Malformed(format!(
+                        "Content-Length {:?} is not a number",
+                        String::from_utf8_lossy(value)
+                    ))
                 })?;
                 if length.is_some_and(|l| l != n) {
                     return Err(WireError::Malformed(
@@ -323,15 +342,15 @@ fn read_headers(
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value
-                .rsplit(',')
+                .rsplit(|b| *b == b',')
                 .next()
-                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+                .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         } else if h.name.eq_ignore_ascii_case("connection") {
-            for token in value.split(',') {
-                let t = token.trim();
-                if t.eq_ignore_ascii_case("close") {
+            for token in value.split(|b| *b == b',') {
+                let t = token.trim_ascii();
+                if t.eq_ignore_ascii_case(b"close") {
                     close = true;
-                } else if t.eq_ignore_ascii_case("keep-alive") && version == 0 {
+                } else if t.eq_ignore_ascii_case(b"keep-alive") && version == 0 {
                     close = false;
                 }
             }

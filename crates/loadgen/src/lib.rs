@@ -20,6 +20,7 @@ pub mod auth;
 pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold};
 pub mod discover;
 pub mod h1;
+pub mod json;
 pub mod pace;
 pub mod plan;
 pub mod probe;

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use inferscale_catalog::Signal;
+use tokio::sync::Notify;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 use crate::pace::Pacer;
 use crate::probe::{Probe, steal_s};
@@ -177,7 +177,14 @@ struct Shared {
     client: Arc<Client>,
     records: Records,
     in_flight: Arc<AtomicUsize>,
+    /// Told when the last request in flight ends (the sending loop waits on it once
+    /// everything is sent).
+    idle: Notify,
     done: Arc<Vec<AtomicU64>>,
+    /// The planned requests' bodies, and the closed-loop successors' (cycled): a task
+    /// borrows its body from here rather than holding a counted reference of its own.
+    bodies: Arc<Vec<Prepared>>,
+    extra: Arc<Vec<Prepared>>,
     /// Closed-loop requests in flight or about to be replaced, per stage.
     open: Vec<AtomicU64>,
     /// Closed-loop successors asked for (by stage) and not yet handled.
@@ -194,18 +201,20 @@ struct Shared {
 }
 
 impl Shared {
-    /// Sends request `index` of `stage` (intended at `due`); a closed-loop one asks for its
-    /// successor when it ends inside its stage's window. Returns the handle the deadline
-    /// sweep aborts it with.
+    /// Sends request `index` of `stage` (intended at `due`) with the body `body`; a
+    /// closed-loop one asks for its successor when it ends inside its stage's window.
+    /// Returns the handle the deadline sweep aborts it with.
+    ///
+    /// The task is not kept in a `JoinSet`: its end is known from `in_flight` (and `idle`),
+    /// and a set's bookkeeping is an entry, a lock and a wake-up per request.
     fn spawn(
         self: &Arc<Self>,
-        tasks: &mut tokio::task::JoinSet<()>,
         index: u64,
         stage: usize,
-        body: Bytes,
+        body: Body,
         due: Instant,
         closed: bool,
-    ) -> AbortHandle {
+    ) -> JoinHandle<()> {
         let mut req = InFlight {
             sh: Arc::clone(self),
             index,
@@ -215,16 +224,27 @@ impl Shared {
             ex: Exchange::begun(due),
             ended: false,
         };
-        tasks.spawn(async move {
-            let result = req
-                .sh
+        tokio::spawn(async move {
+            let sh = &req.sh;
+            let body = match body {
+                Body::Planned(i) => &sh.bodies[i].body,
+                Body::Extra(i) => &sh.extra[i].body,
+            };
+            let result = sh
                 .client
-                .follow(req.sh.path, body, req.sh.stream, &mut req.ex)
+                .follow(sh.path, body, sh.stream, &mut req.ex)
                 .await;
             req.ex.conclude(result);
             req.end();
         })
     }
+}
+
+/// Which prepared body a request sends.
+#[derive(Clone, Copy)]
+enum Body {
+    Planned(usize),
+    Extra(usize),
 }
 
 /// A request in flight: what its record needs, and the duty to write it. The record is
@@ -275,7 +295,9 @@ impl InFlight {
         if let Ok(mut r) = sh.records[stage].lock() {
             r.push(rec);
         }
-        sh.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if sh.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            sh.idle.notify_one();
+        }
         sh.done[stage].fetch_add(1, Ordering::AcqRel);
         if self.closed {
             let again = Instant::now() < sh.ends[stage] && !sh.stop.load(Ordering::Relaxed);
@@ -321,16 +343,15 @@ struct Sending {
     schedule: Vec<(f64, usize)>,
     /// Each planned request's stage, and whether the stage is closed-loop.
     kinds: Vec<(usize, bool)>,
-    bodies: Arc<Vec<Prepared>>,
-    /// Bodies for closed-loop successors (cycled).
-    extra: Arc<Vec<Prepared>>,
+    /// How many bodies are prepared for closed-loop successors.
+    extra: usize,
     max_in_flight: usize,
     grace: Duration,
     sent_count: Arc<AtomicU64>,
     /// Closed-loop successors asked for, by stage.
     again: mpsc::UnboundedReceiver<usize>,
     /// The requests in flight (and some just ended) with their deadlines, for the sweep.
-    deadlines: Vec<(Instant, AbortHandle)>,
+    deadlines: Vec<(Instant, JoinHandle<()>)>,
 }
 
 /// The longest the sending loop waits before it looks at the stop flag again.
@@ -353,7 +374,6 @@ enum Woke {
 /// is done and nothing is in flight, or until a stop and its grace. Returns every request sent.
 async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
     let mut pacer = Pacer::new();
-    let mut tasks = tokio::task::JoinSet::new();
     // Sized from the plan: growing it while sending would copy it (megabytes at tens of
     // thousands of requests a second) between two sends.
     let mut sent: Vec<Sent> = Vec::with_capacity(s.schedule.len());
@@ -387,24 +407,33 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
                 // iteration only when every VU is busy.
                 yielded = true;
                 tokio::task::yield_now().await;
-                while tasks.try_join_next().is_some() {}
                 continue;
             }
             yielded = false;
             next += 1;
-            send_planned(&sh, &mut s, &mut tasks, &mut sent, i, due);
+            send_planned(&sh, &mut s, &mut sent, i, due);
         }
         while let Ok(stage) = s.again.try_recv() {
-            send_successor(&sh, &mut s, &mut tasks, &mut sent, &mut next_index, stage);
+            send_successor(&sh, &mut s, &mut sent, &mut next_index, stage);
         }
-        while tasks.try_join_next().is_some() {}
         let scheduled = stopped_at.is_some() || next == s.schedule.len();
-        if scheduled && tasks.is_empty() && sh.pending.load(Ordering::Acquire) == 0 {
+        let ended = || sh.in_flight.load(Ordering::Acquire) == 0;
+        if scheduled && ended() && sh.pending.load(Ordering::Acquire) == 0 {
             break;
         }
         if stopped_at.is_some_and(|at| at.elapsed() >= s.grace) {
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
+            // Every task still going has its handle here (the sweep forgets only those that
+            // finished or that it aborted); each writes its record when it is dropped.
+            for (_, task) in s.deadlines.drain(..) {
+                task.abort();
+            }
+            while !ended() {
+                let told = sh.idle.notified();
+                if ended() {
+                    break;
+                }
+                told.await;
+            }
             break;
         }
         let mut poll = Instant::now() + STOP_POLL;
@@ -424,10 +453,10 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
         let woke = tokio::select! {
             () = pacer.until(wake) => Woke::Timer,
             Some(stage) = s.again.recv() => Woke::Successor(stage),
-            Some(_) = tasks.join_next(), if scheduled && !tasks.is_empty() => Woke::Ended,
+            () = sh.idle.notified(), if scheduled => Woke::Ended,
         };
         if let Woke::Successor(stage) = woke {
-            send_successor(&sh, &mut s, &mut tasks, &mut sent, &mut next_index, stage);
+            send_successor(&sh, &mut s, &mut sent, &mut next_index, stage);
         }
     }
     sent
@@ -435,7 +464,7 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
 
 /// Forgets the requests that ended, and aborts those past their deadline (each writes its
 /// record as a timeout when its task is dropped).
-fn sweep(deadlines: &mut Vec<(Instant, AbortHandle)>, now: Instant) {
+fn sweep(deadlines: &mut Vec<(Instant, JoinHandle<()>)>, now: Instant) {
     deadlines.retain(|(deadline, task)| {
         if task.is_finished() {
             false
@@ -449,14 +478,7 @@ fn sweep(deadlines: &mut Vec<(Instant, AbortHandle)>, now: Instant) {
 }
 
 /// Sends planned request `i` (due at `due`), or drops it at the in-flight cap.
-fn send_planned(
-    sh: &Arc<Shared>,
-    s: &mut Sending,
-    tasks: &mut tokio::task::JoinSet<()>,
-    sent: &mut Vec<Sent>,
-    i: usize,
-    due: Instant,
-) {
+fn send_planned(sh: &Arc<Shared>, s: &mut Sending, sent: &mut Vec<Sent>, i: usize, due: Instant) {
     let (stage, closed) = s.kinds[i];
     if sh.in_flight.load(Ordering::Acquire) >= s.max_in_flight {
         if let Ok(mut r) = sh.records[stage].lock() {
@@ -493,14 +515,7 @@ fn send_planned(
     if closed {
         sh.open[stage].fetch_add(1, Ordering::AcqRel);
     }
-    let task = sh.spawn(
-        tasks,
-        i as u64,
-        stage,
-        s.bodies[i].body.clone(),
-        due,
-        closed,
-    );
+    let task = sh.spawn(i as u64, stage, Body::Planned(i), due, closed);
     s.deadlines.push((due + sh.client.config().timeout, task));
 }
 
@@ -509,21 +524,18 @@ fn send_planned(
 fn send_successor(
     sh: &Arc<Shared>,
     s: &mut Sending,
-    tasks: &mut tokio::task::JoinSet<()>,
     sent: &mut Vec<Sent>,
     next_index: &mut u64,
     stage: usize,
 ) {
     sh.pending.fetch_sub(1, Ordering::AcqRel);
-    if sh.stop.load(Ordering::Relaxed) || s.extra.is_empty() {
+    if sh.stop.load(Ordering::Relaxed) || s.extra == 0 {
         sh.open[stage].fetch_sub(1, Ordering::AcqRel);
         return;
     }
     let index = *next_index;
     *next_index += 1;
-    let body = s.extra[(index as usize - s.kinds.len()) % s.extra.len()]
-        .body
-        .clone();
+    let body = Body::Extra((index as usize - s.kinds.len()) % s.extra);
     let due = Instant::now();
     sh.in_flight.fetch_add(1, Ordering::AcqRel);
     s.sent_count.fetch_add(1, Ordering::Relaxed);
@@ -532,7 +544,7 @@ fn send_successor(
         stage,
         due.saturating_duration_since(sh.t0).as_secs_f64(),
     ));
-    let task = sh.spawn(tasks, index, stage, body, due, true);
+    let task = sh.spawn(index, stage, body, due, true);
     s.deadlines.push((due + sh.client.config().timeout, task));
 }
 
@@ -729,8 +741,7 @@ pub async fn run(
                 .map(|(i, p)| (p.at / k, i))
                 .collect(),
             kinds: planned.iter().map(|p| (p.stage, p.closed)).collect(),
-            bodies: Arc::clone(&bodies),
-            extra: Arc::clone(&extra),
+            extra: extra.len(),
             max_in_flight: cfg.max_in_flight,
             grace: cfg.grace,
             sent_count: Arc::clone(&sent_count),
@@ -802,7 +813,10 @@ pub async fn run(
         client: Arc::clone(&client),
         records: Arc::clone(&records),
         in_flight: Arc::clone(&in_flight),
+        idle: Notify::new(),
         done: Arc::clone(&done_per_stage),
+        bodies: Arc::clone(&bodies),
+        extra: Arc::clone(&extra),
         open: (0..n_stages).map(|_| AtomicU64::new(0)).collect(),
         pending: AtomicU64::new(0),
         again: again_tx,
@@ -1162,7 +1176,7 @@ pub async fn warmup(
     for (i, b) in bodies.iter().enumerate() {
         let now = Instant::now();
         let ex = client
-            .send(spec.api.path(), b.body.clone(), now, spec.stream)
+            .send(spec.api.path(), &b.body, now, spec.stream)
             .await;
         let l = (ex.outcome == Outcome::Ok).then(|| (ex.end - now).as_secs_f64() * speedup);
         each(i, l);
@@ -1208,13 +1222,14 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn the_sweep_aborts_only_what_is_past_its_deadline_and_forgets_what_ended() {
-        let mut tasks = tokio::task::JoinSet::new();
         let now = Instant::now();
-        let hung_late = tasks.spawn(std::future::pending::<()>());
-        let hung_early = tasks.spawn(std::future::pending::<()>());
-        let ended = tasks.spawn(async {});
+        let hung_late = tokio::spawn(std::future::pending::<()>());
+        let hung_early = tokio::spawn(std::future::pending::<()>());
+        let ended = tokio::spawn(async {});
         tokio::task::yield_now().await;
         assert!(ended.is_finished());
+        let late = hung_late.abort_handle();
+        let early = hung_early.abort_handle();
         let mut deadlines = vec![
             (now - Duration::from_millis(1), hung_late),
             (now + Duration::from_secs(60), hung_early),
@@ -1226,23 +1241,12 @@ mod tests {
             1,
             "only the request still within its deadline stays"
         );
-        let mut cancelled = 0;
-        let mut finished = 0;
-        while let Some(r) = tasks.try_join_next() {
-            match r {
-                Err(e) if e.is_cancelled() => cancelled += 1,
-                _ => finished += 1,
-            }
-        }
-        // The aborted task is reaped once the runtime has run it.
+        // The aborted task ends once the runtime has run it; the early one still runs.
         tokio::task::yield_now().await;
-        while let Some(r) = tasks.try_join_next() {
-            match r {
-                Err(e) if e.is_cancelled() => cancelled += 1,
-                _ => finished += 1,
-            }
-        }
-        assert_eq!((cancelled, finished), (1, 1));
-        assert_eq!(tasks.len(), 1, "the early one still runs");
+        assert!(late.is_finished(), "the late one was aborted");
+        assert!(!early.is_finished(), "the early one still runs");
+        let (_, kept) = deadlines.pop().unwrap();
+        kept.abort();
+        assert!(kept.await.unwrap_err().is_cancelled());
     }
 }

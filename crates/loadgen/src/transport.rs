@@ -1,7 +1,6 @@
 //! Sending one request and watching its response: HTTP/1.1 with or without connection reuse,
 //! a deadline, and streaming responses decoded event by event as the bytes arrive.
 
-use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,8 +10,6 @@ use hyper_util::rt::TokioIo;
 use inferscale_openai::SseDecoder;
 
 use crate::h1::{Wire, WireError};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 use crate::auth::Auth;
 use crate::target::Target;
@@ -107,19 +104,6 @@ pub struct Client {
     fixed: Vec<u8>,
 }
 
-#[derive(Deserialize)]
-struct UsageOnly {
-    usage: Option<UsageNumbers>,
-    #[allow(dead_code)]
-    choices: Vec<IgnoredAny>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct UsageNumbers {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-}
-
 /// What a stream event carried, found without building a document.
 #[derive(Debug, Default, PartialEq)]
 struct EventInfo {
@@ -138,7 +122,7 @@ fn inspect(data: &str) -> Result<EventInfo, String> {
             ..EventInfo::default()
         });
     }
-    if serde_json::from_str::<IgnoredAny>(data).is_err() {
+    if crate::json::validate(data.as_bytes()).is_err() {
         let shown: String = data.chars().take(80).collect();
         return Err(format!("malformed event: {shown}"));
     }
@@ -247,7 +231,7 @@ impl Client {
 
     /// Sends `body` to `path` and follows the response until it ends, fails, or the deadline
     /// (`intended` + timeout) passes.
-    pub async fn send(&self, path: &str, body: Bytes, intended: Instant, stream: bool) -> Exchange {
+    pub async fn send(&self, path: &str, body: &[u8], intended: Instant, stream: bool) -> Exchange {
         let deadline = intended + self.cfg.timeout;
         let mut ex = Exchange::begun(intended);
         match tokio::time::timeout_at(deadline.into(), self.follow(path, body, stream, &mut ex))
@@ -259,6 +243,19 @@ impl Client {
         ex
     }
 
+    /// Writes the request for `body` to `path` into `out`.
+    fn request(&self, out: &mut Vec<u8>, path: &str, body: &[u8]) {
+        out.extend_from_slice(b"POST ");
+        out.extend_from_slice(self.cfg.target.base_path().as_bytes());
+        out.extend_from_slice(path.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        out.extend_from_slice(&self.fixed);
+        out.extend_from_slice(b"content-length: ");
+        decimal(out, body.len());
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(body);
+    }
+
     /// Sends `body` to `path` and follows the response until it ends or fails, filling `ex`
     /// as it goes (conclude it with [`Exchange::conclude`]), with no deadline of its own: the
     /// caller enforces one by dropping this future (then [`Exchange::expire`]). The load run
@@ -266,10 +263,11 @@ impl Client {
     pub async fn follow(
         &self,
         path: &str,
-        body: Bytes,
+        body: &[u8],
         stream: bool,
         ex: &mut Exchange,
     ) -> Result<(), (Outcome, String)> {
+        let failed = |e: std::io::Error| (Outcome::StreamError, format!("request failed: {e}"));
         // Dropping `conn` on any early return (an error, or the deadline cancelling this
         // future) closes the socket.
         let mut conn = match self.take_idle().filter(|_| self.cfg.reuse) {
@@ -281,17 +279,9 @@ impl Client {
                 .map_err(|e| (Outcome::ConnectError, e))?,
         };
         ex.sent = Some(Instant::now());
-        conn.send(|out| {
-            out.extend_from_slice(b"POST ");
-            out.extend_from_slice(self.cfg.target.base_path().as_bytes());
-            out.extend_from_slice(path.as_bytes());
-            out.extend_from_slice(b" HTTP/1.1\r\n");
-            out.extend_from_slice(&self.fixed);
-            let _ = write!(out, "content-length: {}\r\n\r\n", body.len());
-            out.extend_from_slice(&body);
-        })
-        .await
-        .map_err(|e| (Outcome::StreamError, format!("request failed: {e}")))?;
+        conn.send(|out| self.request(out, path, body))
+            .await
+            .map_err(failed)?;
         let cut = |e: WireError| (Outcome::StreamError, format!("the response was cut: {e}"));
         let resp = conn.head().await.map_err(|e| match e {
             WireError::Closed(_) | WireError::Io(_) => {
@@ -382,9 +372,9 @@ impl Client {
                 }
             }
         } else {
-            let parsed: UsageOnly = serde_json::from_slice(&whole)
+            let usage = crate::json::completion_usage(&whole)
                 .map_err(|e| (Outcome::StreamError, format!("malformed response: {e}")))?;
-            if let Some(u) = parsed.usage {
+            if let Some(u) = usage {
                 ex.output_tokens = u
                     .completion_tokens
                     .map(|c| c.min(u64::from(u32::MAX)) as u32);
@@ -401,6 +391,21 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// Appends `n` in decimal (a request's `Content-Length`, without the formatter's machinery).
+fn decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// What a one-off `GET` answered.
@@ -737,6 +742,15 @@ mod tests {
     }
 
     #[test]
+    fn lengths_are_written_in_decimal() {
+        for n in [0usize, 7, 10, 99, 100, 4096, 1_000_001, usize::MAX] {
+            let mut out = b"x".to_vec();
+            decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+    }
+
+    #[test]
     fn a_request_future_stays_small() {
         // Every request is a task that carries this future, moved on spawn; a large local
         // held across a wait (once: a parser's header slots, kilobytes) made each request
@@ -749,7 +763,7 @@ mod tests {
             auth: Default::default(),
             tls: None,
         });
-        let f = c.send("/v1/completions", Bytes::new(), Instant::now(), true);
+        let f = c.send("/v1/completions", b"", Instant::now(), true);
         let size = std::mem::size_of_val(&f);
         assert!(size <= 1536, "a request's future is {size} bytes");
     }
