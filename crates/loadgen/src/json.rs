@@ -2,9 +2,9 @@
 //! document, and the token counts of a completion, found without building a document.
 //!
 //! Every response of a load run is checked, tens of thousands a second on one thread. A
-//! derived deserializer spent more of that thread's instructions on a 240-byte completion
-//! than the rest of the request's handling together (matching field names, reading the
-//! fields it then threw away); this reads the document once, in place.
+//! derived deserializer spent about a quarter of that thread's instructions on a 240-byte
+//! completion (matching field names, reading the fields it then threw away); this reads the
+//! document once, in place, with some 30 % fewer (valgrind's count, docs/benchmarks.md).
 //!
 //! What it accepts is what `serde_json` accepts (RFC 8259), which its tests check against
 //! `serde_json` on generated and damaged documents. The differences: nesting deeper than

@@ -95,6 +95,9 @@ pub struct ClientConfig {
 /// given up on must not linger on the server).
 type Conn = Wire<crate::tls::Stream>;
 
+/// Connections [`Client::preconnect`] opens at once.
+const PRECONNECT_WAVE: usize = 128;
+
 /// A pool of HTTP/1.1 connections to one server.
 pub struct Client {
     cfg: ClientConfig,
@@ -196,24 +199,30 @@ impl Client {
 
     /// Opens up to `n` connections ahead of a run (with connection reuse), so that the first
     /// requests do not pay the handshake and a server is not hit by a burst of connects at the
-    /// start. Returns how many are ready; failures are left for the requests to report.
+    /// start. They are opened 128 at a time, within what a server's listen
+    /// backlog takes. Returns how many are ready; failures are left for the requests to
+    /// report.
     pub async fn preconnect(&self, n: usize) -> usize {
         if !self.cfg.reuse {
             return 0;
         }
-        let mut set = tokio::task::JoinSet::new();
-        let cfg = self.cfg.clone();
-        for _ in 0..n {
-            let c = Client::new(cfg.clone());
-            set.spawn(async move { c.connect().await });
-        }
         let mut ready = 0;
-        while let Some(r) = set.join_next().await {
-            if let Ok(Ok(conn)) = r
-                && let Ok(mut idle) = self.idle.lock()
-            {
-                idle.push(conn);
-                ready += 1;
+        let mut left = n;
+        while left > 0 {
+            let wave = left.min(PRECONNECT_WAVE);
+            left -= wave;
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..wave {
+                let c = Client::new(self.cfg.clone());
+                set.spawn(async move { c.connect().await });
+            }
+            while let Some(r) = set.join_next().await {
+                if let Ok(Ok(conn)) = r
+                    && let Ok(mut idle) = self.idle.lock()
+                {
+                    idle.push(conn);
+                    ready += 1;
+                }
             }
         }
         ready
