@@ -9,8 +9,9 @@
 //! What it accepts is what `serde_json` accepts (RFC 8259), which its tests check against
 //! `serde_json` on generated and damaged documents. The differences: nesting deeper than
 //! [`MAX_DEPTH`] is refused (it reads by recursion, so the depth is bounded); a number past
-//! `f64`'s range is valid here; and a key written with escapes (`"usag\u0065"`) is not taken
-//! for the key it spells.
+//! `f64`'s range is valid here; a key written with escapes (`"usag\u0065"`) is not taken
+//! for the key it spells; and a completion's key given twice counts at its last value
+//! (`serde_json`'s derived reader refused it).
 
 /// How deep arrays and objects may nest (`serde_json`'s limit when it reads a document).
 pub const MAX_DEPTH: usize = 128;
@@ -412,6 +413,13 @@ mod tests {
         // Extra fields anywhere, and a key like "usage" deeper down, change nothing.
         let nested = br#"{"x":{"usage":{"completion_tokens":9}},"choices":[{"usage":1}]}"#;
         assert_eq!(completion_usage(nested), Ok(None));
+        // A key given twice counts at its last value.
+        let twice =
+            br#"{"choices":[],"usage":{"completion_tokens":1},"usage":{"completion_tokens":2}}"#;
+        assert_eq!(
+            completion_usage(twice).map(|u| u.and_then(|u| u.completion_tokens)),
+            Ok(Some(2))
+        );
     }
 
     #[test]
