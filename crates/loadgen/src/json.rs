@@ -515,8 +515,22 @@ mod tests {
 
     /// Generated JSON documents, written compactly or pretty.
     fn document() -> impl Strategy<Value = String> {
-        let text = || ".{0,8}".boxed();
-        let value = inferscale_testkit::json_value(text(), text(), 4, 32, 5);
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
+            ".{0,8}".prop_map(serde_json::Value::from),
+        ];
+        let value = leaf.prop_recursive(4, 32, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::from),
+                prop::collection::vec((".{0,6}", inner), 0..5)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        });
         (value, any::<bool>()).prop_map(|(v, pretty)| {
             if pretty {
                 serde_json::to_string_pretty(&v).unwrap()

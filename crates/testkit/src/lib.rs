@@ -1,5 +1,5 @@
 //! What inferscale's tests share across crates (a dev-dependency only): finding the external
-//! programs the suite needs, reaping child processes, and generated JSON for property tests.
+//! programs the suite needs, and reaping child processes.
 //!
 //! ```
 //! let sh = inferscale_testkit::program("sh");
@@ -142,34 +142,4 @@ pub fn prometheus(
         }
         (reap, addr)
     }
-}
-
-/// Generated JSON values for property tests: null, booleans, integers, finite floats and
-/// strings from `strings` at the leaves; arrays and objects (keys from `keys`) nested up to
-/// `depth` levels, about `size` values in all, with fewer than `branch` items in each.
-pub fn json_value(
-    keys: proptest::strategy::BoxedStrategy<String>,
-    strings: proptest::strategy::BoxedStrategy<String>,
-    depth: u32,
-    size: u32,
-    branch: usize,
-) -> proptest::strategy::BoxedStrategy<serde_json::Value> {
-    use proptest::prelude::*;
-    let leaf = prop_oneof![
-        Just(serde_json::Value::Null),
-        any::<bool>().prop_map(serde_json::Value::from),
-        any::<i64>().prop_map(serde_json::Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(serde_json::Value::from),
-        strings.prop_map(serde_json::Value::from),
-    ];
-    leaf.prop_recursive(depth, size, branch as u32, move |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..branch).prop_map(serde_json::Value::from),
-            prop::collection::btree_map(keys.clone(), inner, 0..branch)
-                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
-        ]
-    })
-    .boxed()
 }

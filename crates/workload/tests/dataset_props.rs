@@ -7,28 +7,45 @@
 use inferscale_workload::prompt::{DatasetError, MAX_OUTPUT_TOKENS, load_dataset};
 use proptest::prelude::*;
 
-/// A JSON value of a few levels, strings drawn from awkward ones and keys from the ones the
-/// dataset reader looks for.
+/// A JSON value of a few levels, strings drawn from awkward ones.
 fn json() -> impl Strategy<Value = serde_json::Value> {
-    let strings = prop_oneof![
-        Just(String::new()),
-        Just("  ".to_owned()),
-        Just("hello".to_owned()),
-        "\\PC{0,12}",
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(serde_json::Value::from),
+        prop_oneof![
+            Just(String::new()),
+            Just("  ".to_owned()),
+            Just("hello".to_owned()),
+            "\\PC{0,12}",
+        ]
+        .prop_map(serde_json::Value::from),
     ];
-    let keys = prop_oneof![
-        Just("prompt".to_owned()),
-        Just("messages".to_owned()),
-        Just("role".to_owned()),
-        Just("content".to_owned()),
-        Just("max_tokens".to_owned()),
-        Just("output_len".to_owned()),
-        Just("conversations".to_owned()),
-        Just("from".to_owned()),
-        Just("value".to_owned()),
-        "[a-z]{1,6}",
-    ];
-    inferscale_testkit::json_value(keys.boxed(), strings.boxed(), 3, 24, 4)
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("prompt".to_owned()),
+                    Just("messages".to_owned()),
+                    Just("role".to_owned()),
+                    Just("content".to_owned()),
+                    Just("max_tokens".to_owned()),
+                    Just("output_len".to_owned()),
+                    Just("conversations".to_owned()),
+                    Just("from".to_owned()),
+                    Just("value".to_owned()),
+                    "[a-z]{1,6}",
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
 }
 
 fn accepted_entries_are_servable(r: &Result<Vec<(String, Option<u32>)>, DatasetError>) {
