@@ -381,7 +381,7 @@ fn a_stopped_process_reports_the_stall_beside_the_lag() {
     let dir = tmp("stalled");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("run.json");
-    let child = inferscale()
+    let mut child = inferscale()
         .args([
             "load", "--url", &s.url, "--rates", "20", "--step", "3s", "--rest", "0s",
         ])
@@ -398,7 +398,24 @@ fn a_stopped_process_reports_the_stall_beside_the_lag() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Stop it well inside the step, however long it took to start: the step's first line
+    // on stderr says it began.
+    let (began_tx, began) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut text = String::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.starts_with("step 1/1") {
+                let _ = began_tx.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let _ = began.recv_timeout(std::time::Duration::from_secs(60));
+    std::thread::sleep(std::time::Duration::from_millis(800));
     let pid = child.id().to_string();
     let kill = |sig: &str| {
         assert!(
@@ -412,8 +429,9 @@ fn a_stopped_process_reports_the_stall_beside_the_lag() {
     kill("-STOP");
     std::thread::sleep(std::time::Duration::from_millis(400));
     kill("-CONT");
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let status = child.wait().unwrap();
+    let log = log.join().unwrap();
+    assert!(status.success(), "{log}");
     let run: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let client = &run["steps"][0]["client"];
     let stalls = &client["stalls"];

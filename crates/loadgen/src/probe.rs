@@ -79,15 +79,17 @@ impl Probe {
         }
     }
 
-    /// The stalls that began between `a` and `b` (seconds from `t0`), with the steal
-    /// measured over the same span when known.
+    /// The stalls that reached into the span from `a` to `b` (seconds from `t0`), with the
+    /// steal measured over the same span when known. A stall that began before the span and
+    /// ended in it counts whole: the requests due at the span's start went late by all of it.
     pub fn between(&self, a: f64, b: f64, steal_s: Option<f64>) -> Stalls {
         let mut out = Stalls {
             steal_s,
             ..Stalls::default()
         };
         if let Ok(s) = self.stalls.lock() {
-            for &(_, late, queued) in s.iter().filter(|(at, ..)| *at >= a && *at < b) {
+            let reached = |&&(at, late, _): &&(f64, f64, f64)| at < b && at + late > a;
+            for &(_, late, queued) in s.iter().filter(reached) {
                 let stopped = late - queued;
                 if stopped > LATE.as_secs_f64() {
                     out.count += 1;
@@ -169,10 +171,10 @@ pub fn steal_s() -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// Spans select the stalls that began in them. (A real stall, the whole process stopped
+    /// Spans select the stalls that reached into them. (A real stall, the whole process stopped
     /// and resumed, is tested on the binary: crates/cli/tests/load.rs.)
     #[test]
-    fn stalls_are_counted_in_the_span_they_began_in() {
+    fn stalls_are_counted_in_the_spans_they_reached() {
         let t0 = Instant::now();
         let p = Probe::start(t0);
         std::thread::sleep(Duration::from_millis(20));
@@ -196,6 +198,15 @@ mod tests {
         let partly = p.between(1.65, 1.75, None);
         assert_eq!(partly.count, 1);
         assert!((partly.longest_s - 0.002).abs() < 1e-9);
+        // A stall that began just before a span and ended in it counts in the span; one
+        // that ended before the span does not.
+        if let Ok(mut s) = p.stalls.lock() {
+            s.push((2.95, 0.100, 0.0));
+        }
+        let after = p.between(3.0, 4.0, None);
+        assert_eq!(after.count, 1);
+        assert!((after.longest_s - 0.100).abs() < 1e-9);
+        assert_eq!(p.between(3.06, 4.0, None).count, 0);
         assert!(p.now() > 0.0);
         drop(p);
         assert!(steal_s().is_none_or(|s| s >= 0.0));
