@@ -40,7 +40,7 @@ const REPORT_ROOM: Duration = Duration::from_secs(2);
 
 /// Connections opened before a run starts (with reuse), at least and at most.
 const PRECONNECT_MIN: usize = 4;
-const PRECONNECT_MAX: usize = 512;
+const PRECONNECT_MAX: usize = 4096;
 
 /// Bodies prepared for closed-loop stages (cycled).
 const CLOSED_POOL: usize = 4096;
@@ -711,18 +711,19 @@ pub async fn run(
         None => None,
     };
     // Open connections ahead: what the first step's requests would keep in flight if each
-    // took 10 ms, a few at least, never past the in-flight cap. Opening a connection costs
-    // the sending thread several requests' worth of time, so a pool too small for the rate
-    // turned a short stall into a longer one (the catch-up burst waited on new connections)
-    // and then into drops; the idle pool is last-in first-out, so the extra connections
-    // stay cold and cost the server nothing but a socket. (A pool of 100 ms of the rate, up
-    // to the cap, was tried at 72,000 req/s: held in 10 of 15 runs against 8 of 15, within
-    // this machine's noise; not kept.)
+    // took 100 ms, a few at least, never past the in-flight cap. Opening a connection costs
+    // the sending thread several requests' worth of time, and the connections are needed
+    // exactly when the server slows: then every request in flight holds one, and a pool
+    // sized for a fast server left the sender opening hundreds while it also had to catch
+    // up. With nginx stopped for 12 ms in a 60,000 req/s step, the longest lag was 5-11 ms
+    // (median 6.8) with this pool against 10-31 ms (median 14) with one of 10 ms of the
+    // rate capped at 512, in each of 5 runs side by side. The idle pool is last-in
+    // first-out, so the extra connections stay cold and cost the server only a socket.
     let first_rate = cfg.stages.first().map_or(1.0, |s| match s.concurrency {
         Some(c) => f64::from(c) * 1000.0,
         None => s.rate / k,
     });
-    let warm = ((first_rate / 100.0).ceil() as usize)
+    let warm = ((first_rate / 10.0).ceil() as usize)
         .max(PRECONNECT_MIN)
         .min(cfg.max_in_flight)
         .min(PRECONNECT_MAX);
