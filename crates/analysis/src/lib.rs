@@ -1,9 +1,13 @@
-//! From one measured run to decisions: where the replica saturates ([`saturation`]) and what
-//! the autoscaler and the pager should watch ([`thresholds`]). Pure: `run.json` in, numbers
+//! From one measured run to decisions: where the replica saturates ([`saturation`]), what
+//! the autoscaler and the pager should watch ([`thresholds`]), the replica model a rehearsal
+//! of the measured server runs ([`replica`]), and the scaling policy the ScaledObject is
+//! written from ([`scaling`]). Pure: `run.json` in, numbers
 //! and sentences out. The method is documented in `docs/analysis.md`.
 
 mod read;
+pub mod replica;
 pub mod saturation;
+pub mod scaling;
 pub mod thresholds;
 
 pub use read::{ReadError, read_run, read_thresholds};

@@ -8,7 +8,9 @@ use inferscale_results::plan::Length;
 use inferscale_results::run::RunReport;
 use serde::{Deserialize, Serialize};
 
+use crate::replica::{ReplicaFit, fit};
 use crate::saturation::{Saturation, Status};
+use crate::scaling::Policy;
 
 /// The current `thresholds.json` version.
 pub const THRESHOLDS_VERSION: u32 = 1;
@@ -95,6 +97,9 @@ pub struct Healthy {
     pub p95_e2e_seconds: f64,
     /// Its client TTFT p95, seconds (streaming runs).
     pub p95_ttft_seconds: Option<f64>,
+    /// Its client e2e mean, seconds (what Little's law multiplies a rate by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_mean_seconds: Option<f64>,
     /// The server's queue there: p95 and max.
     pub queue_depth_p95: Option<f64>,
     /// Max.
@@ -149,6 +154,14 @@ pub struct Thresholds {
     /// With `--peak-rps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<Peak>,
+    /// The replica calibrated from the run's steps, for rehearsing a server nothing else is
+    /// known of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<ReplicaFit>,
+    /// The scaling policy `generate` writes: set by `inferscale tune` (and `run`, which
+    /// tunes); without it, `generate` derives one by rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Policy>,
     /// For each threshold (by its JSON path), why it is what it is.
     pub rationale: BTreeMap<String, String>,
     /// Anything the reader should know before trusting these numbers.
@@ -234,6 +247,7 @@ pub fn thresholds(
         step_rps: h.target_rps,
         p95_e2e_seconds: hp95,
         p95_ttft_seconds: h.latency_s.ttft.p95,
+        e2e_mean_seconds: h.latency_s.e2e.mean,
         queue_depth_p95: h.server.as_ref().and_then(|s| s.queue_depth.p95),
         queue_depth_max: h.server.as_ref().and_then(|s| s.queue_depth.max),
     };
@@ -422,6 +436,8 @@ pub fn thresholds(
             queue_depth: activation,
         },
         peak,
+        replica: fit(run, sat).ok(),
+        scaling: None,
         rationale,
         warnings,
     })

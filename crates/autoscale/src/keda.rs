@@ -14,6 +14,8 @@
 use inferscale_manifests::objects::{self, ScaledObject};
 use inferscale_promql::{EvalError, Query, Value};
 
+use crate::external::metadata::{Config, Metric, Pods};
+
 use crate::formula::Formula;
 use crate::hpa::{
     self, Behavior, Hpa, Policy, PolicyKind, Reading, Replicas, Rules, Select, Target,
@@ -54,6 +56,16 @@ impl MetricType {
     }
 }
 
+/// Where a trigger's value comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A `prometheus` trigger: its query, evaluated on what Prometheus scraped.
+    Prometheus(Query),
+    /// An `external` trigger on `inferscale scaler`: what the scaler computes from the
+    /// pods' own scrapes at each call ([`crate::external`]).
+    External(Box<Config>),
+}
+
 /// One trigger the rehearsal can evaluate.
 #[derive(Debug, Clone)]
 pub struct TriggerSpec {
@@ -61,8 +73,8 @@ pub struct TriggerSpec {
     pub name: Option<String>,
     /// The HPA's External metric name, `s<index>-<type>`.
     pub metric: String,
-    /// A `prometheus` trigger's query.
-    pub query: Query,
+    /// Where its value comes from.
+    pub source: Source,
     /// `threshold`.
     pub threshold: f64,
     /// `activationThreshold` (default 0).
@@ -73,6 +85,36 @@ pub struct TriggerSpec {
     pub metric_type: MetricType,
     /// `useCachedMetrics`.
     pub cached: bool,
+}
+
+impl TriggerSpec {
+    /// A `prometheus` trigger's query.
+    pub fn query(&self) -> Option<&Query> {
+        match &self.source {
+            Source::Prometheus(q) => Some(q),
+            Source::External(_) => None,
+        }
+    }
+
+    /// What it reads, in words: the query, or the external scaler's metric and signal.
+    pub fn describe(&self) -> String {
+        match &self.source {
+            Source::Prometheus(q) => q.text().to_owned(),
+            Source::External(c) => {
+                let mut d = format!("external: {}", c.metric);
+                if c.metric == Metric::DesiredReplicas {
+                    d.push_str(&format!(" by {} at {} per replica", c.signal, c.target));
+                    if let Some(q) = c.queue_target {
+                        d.push_str(&format!(", queue at {q}"));
+                    }
+                    if let Some((m, t)) = c.guardrail {
+                        d.push_str(&format!(", {m} above {t} s"));
+                    }
+                }
+                d
+            }
+        }
+    }
 }
 
 /// `fallback.behavior`.
@@ -178,7 +220,6 @@ const OTHER_SCALERS: &[&str] = &[
     "dynatrace",
     "elasticsearch",
     "etcd",
-    "external",
     "external-push",
     "gcp-cloudtasks",
     "gcp-pubsub",
@@ -358,6 +399,49 @@ fn rules(
     })
 }
 
+/// An `external` trigger on `inferscale scaler`, read as the scaler reads its metadata; the
+/// HPA's target is what the scaler's `GetMetricSpec` answers (1 for `desired_replicas`).
+fn external_trigger(
+    t: &objects::Trigger,
+    i: usize,
+    at: &str,
+    so: &ScaledObject,
+) -> Result<TriggerSpec, SpecError> {
+    let address = t
+        .metadata
+        .get("scalerAddress")
+        .filter(|v| !v.trim().is_empty());
+    if address.is_none() {
+        return Err(err(
+            format!("{at}.metadata.scalerAddress"),
+            "required by the external scaler",
+        ));
+    }
+    let namespace = so.metadata.namespace.as_deref().unwrap_or("default");
+    let cfg = Config::from_metadata(&t.metadata, namespace)
+        .map_err(|e| err(format!("{at}.metadata.{}", e.key), e.message))?;
+    if let Pods::Targets(_) = cfg.pods {
+        return Err(err(
+            format!("{at}.metadata.targets"),
+            "fixed targets cannot be simulated: the rehearsal's pods are the scaled Deployment's; name its Service (service, port)",
+        ));
+    }
+    let threshold = match cfg.metric {
+        Metric::DesiredReplicas => 1.0,
+        _ => cfg.target,
+    };
+    Ok(TriggerSpec {
+        name: t.name.clone(),
+        metric: format!("s{i}-external"),
+        threshold,
+        activation: cfg.activation_target,
+        ignore_null: false,
+        metric_type: metric_type(t.metric_type.as_deref(), &format!("{at}.metricType"))?,
+        cached: t.use_cached_metrics.unwrap_or(false),
+        source: Source::External(Box::new(cfg)),
+    })
+}
+
 impl KedaSpec {
     /// Reads `so`, refusing what KEDA's webhook, the CRD or the HPA API would refuse and
     /// trigger types the rehearsal cannot simulate.
@@ -409,6 +493,10 @@ impl KedaSpec {
                     format!("{n:?} names two triggers"),
                 ));
             }
+            if t.kind == "external" {
+                triggers.push(external_trigger(t, i, &at, so)?);
+                continue;
+            }
             if t.kind != "prometheus" {
                 let what = if OTHER_SCALERS.contains(&t.kind.as_str()) {
                     format!(
@@ -446,12 +534,12 @@ impl KedaSpec {
             triggers.push(TriggerSpec {
                 name: t.name.clone(),
                 metric: format!("s{i}-prometheus"),
-                query,
                 threshold,
                 activation,
                 ignore_null,
                 metric_type: metric_type(t.metric_type.as_deref(), &format!("{at}.metricType"))?,
                 cached: t.use_cached_metrics.unwrap_or(false),
+                source: Source::Prometheus(query),
             });
         }
         let advanced = s.advanced.as_ref();
@@ -583,6 +671,9 @@ pub enum FetchError {
     /// The evaluator refused the query, or Prometheus was down.
     #[error("{0}")]
     Query(String),
+    /// The external scaler had no value (no pods, or none answering).
+    #[error("the scaler has no value: {0}")]
+    External(String),
 }
 
 /// A trigger's value, or why there is none.

@@ -27,9 +27,12 @@
 
 pub mod alerts;
 pub mod cluster;
+pub mod external;
 pub mod formula;
 pub mod hpa;
 pub mod keda;
 pub mod rehearse;
+pub mod replica;
 pub mod signals;
 pub mod traffic;
+pub mod tune;

@@ -18,20 +18,26 @@
 //! At one instant the order is: scrape, rules, KEDA's poll, the HPA's sync, the timeline row.
 
 use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use inferscale_catalog::vllm::{self, EngineHistogram};
-use inferscale_engine::fleet::{Fleet, Notice, Observer, Replica, Routing, drive};
-use inferscale_engine::{EngineConfig, RequestSpec};
+use inferscale_catalog::{Snapshot, names_for};
+use inferscale_engine::fleet::{Fleet, FleetEvent, Notice, Observer, Replica, Routing, drive};
+use inferscale_engine::stats::FinishReason;
+use inferscale_engine::{EngineConfig, EventKind, RequestSpec};
 use inferscale_promql::{Evaluator, Labels, Store};
 use inferscale_promtext::Exposition;
-use inferscale_rng::{Rng, mix};
+use inferscale_rng::{FastHash, Rng, mix};
 use serde::Serialize;
 
 pub use crate::alerts::AlertRule;
 use crate::alerts::{Alerts, Change};
 use crate::cluster::{Cluster, ClusterSpec};
+use crate::external::decide::{History, PodResult, Trend, answer_at, signals};
+use crate::external::metadata::Config;
 use crate::hpa::{Decision, Replicas};
-use crate::keda::{Fetch, Keda, KedaSpec, MetricType, PollAction, fetch};
+use crate::keda::{Fetch, FetchError, Keda, KedaSpec, MetricType, PollAction, Source, fetch};
 use crate::traffic::Traffic;
 
 /// Which exporter an exposition comes from.
@@ -86,6 +92,164 @@ pub struct Setup {
     pub cluster: ClusterSpec,
     /// Alerting rules evaluated on the same series.
     pub rules: Vec<AlertRule>,
+    /// How the clients behave: how long they wait, and how they retry.
+    pub client: Client,
+    /// Spans of the traffic the verdict names apart (a step inside a pod's start-up time):
+    /// attainment is also given for the requests that arrived outside them.
+    pub transients: Vec<Window>,
+    /// A warm-in, seconds: the verdict (attainment, GPU-hours, scale events, flaps) counts
+    /// from here, as if the deployment had been running before (0: from the start).
+    pub judge_from_s: f64,
+}
+
+/// After a rise, the least time before a new replica could be asked for: two scrapes and an
+/// HPA sync, and KEDA's poll, seconds.
+pub const REACTION_S: f64 = 60.0;
+
+/// The start-up transients of a rehearsal `out` of `traffic` (as rehearsed), with the
+/// replicas ready at each: each rise of the rate faster than a replica starts, from the rise
+/// until the backlog it leaves on the replicas that were ready could have drained.
+///
+/// A new replica is ready a start-up (`startup_s`) plus [`REACTION_S`] after the rise at
+/// the earliest; until then the `n0` replicas ready take the new rate and queue what they
+/// cannot serve (at `capacity_rps` each). vLLM's queues are per replica (what waits in one
+/// cannot move to another), so that backlog drains no faster than they serve it with no new
+/// arrivals — what a policy that adds enough replicas, or a least-outstanding router, gets
+/// close to; requests arriving later are the policy's to serve within the SLO. Times in the
+/// words are less `offset_s` (a warm-in).
+pub fn start_up_transients(
+    traffic: &Traffic,
+    out: &Outcome,
+    startup_s: f64,
+    capacity_rps: f64,
+    offset_s: f64,
+) -> Vec<(Window, u32)> {
+    let c = capacity_rps.max(1e-9);
+    traffic
+        .jumps(1.2, 0.05 * c)
+        .into_iter()
+        .map(|(at, from, to)| {
+            let n0 = out
+                .timeline
+                .iter()
+                .take_while(|row| row.time_s <= at)
+                .last()
+                .map_or(1, |row| row.ready_replicas)
+                .max(1);
+            let until_ready = startup_s + REACTION_S;
+            let backlog = (to / f64::from(n0) - c).max(0.0) * until_ready;
+            let drain = backlog / c;
+            let window = Window {
+                from_s: at,
+                to_s: at + until_ready + drain,
+                why: format!(
+                    "a step from {from:.1} to {to:.1} req/s ({:.1}× to {:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: {n0} replica{} ready take it for the {until_ready:.0} s until one more can serve, {:.0} requests queue on {} meanwhile and take {drain:.0} s more to drain",
+                    from / c,
+                    to / c,
+                    at - offset_s,
+                    if n0 == 1 { " was" } else { "s were" },
+                    backlog * f64::from(n0),
+                    if n0 == 1 { "it" } else { "them" },
+                ),
+            };
+            (window, n0)
+        })
+        .collect()
+}
+
+impl Outcome {
+    /// Sets `windows` apart in the summary, after the fact: the attainment outside them (of
+    /// the requests that arrived from `from_s`, the rehearsal's warm-in), and each one's
+    /// requests.
+    pub fn set_apart(&mut self, windows: &[Window], from_s: f64) {
+        let (n, w) = self.judged_outside(windows, from_s);
+        self.summary.slo_attainment_outside =
+            (!windows.is_empty()).then(|| if n == 0 { 1.0 } else { w as f64 / n as f64 });
+        self.summary.transients = windows
+            .iter()
+            .map(|win| {
+                let (judged, within) = self.judged_inside(win);
+                Transient {
+                    window: win.clone(),
+                    judged,
+                    within,
+                }
+            })
+            .collect();
+    }
+}
+
+/// The width of [`Outcome::judged_by_arrival`]'s bins, seconds.
+pub const JUDGE_BIN_S: f64 = 10.0;
+
+/// A span of the rehearsal, and why it is set apart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Window {
+    /// From, seconds.
+    pub from_s: f64,
+    /// To, seconds.
+    pub to_s: f64,
+    /// Why.
+    pub why: String,
+}
+
+impl Window {
+    /// Whether `t` is in it.
+    pub fn holds(&self, t: f64) -> bool {
+        t >= self.from_s && t < self.to_s
+    }
+}
+
+/// How the clients of the deployment behave. Real ones do not wait forever: the OpenAI SDKs
+/// give up on a request after a timeout and try it again after a backoff, which changes both
+/// what users see and the load the replicas get.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Client {
+    /// How long a request may take before the client gives up on it (and closes the
+    /// connection, which makes vLLM abort it), seconds; `None`: it waits forever.
+    pub timeout_s: Option<f64>,
+    /// Attempts after the first, for a request that timed out or found no ready replica.
+    pub max_retries: u32,
+    /// The first retry's wait, seconds; each further one waits twice as long…
+    pub backoff_initial_s: f64,
+    /// …up to this, seconds…
+    pub backoff_max_s: f64,
+    /// …less a random share up to this (0.25: 0–25 % less).
+    pub backoff_jitter: f64,
+}
+
+impl Client {
+    /// The OpenAI Python SDK's defaults (openai 1.x–3.x `_constants.py`: a 600 s timeout, 2
+    /// retries, backoff 0.5 s doubling up to 8 s with up to 25 % jitter; timeouts and
+    /// connection errors are retried).
+    pub const OPENAI_SDK: Client = Client {
+        timeout_s: Some(600.0),
+        max_retries: 2,
+        backoff_initial_s: 0.5,
+        backoff_max_s: 8.0,
+        backoff_jitter: 0.25,
+    };
+
+    /// A client that waits forever and never retries (a load test's view of the server).
+    pub const PATIENT: Client = Client {
+        timeout_s: None,
+        max_retries: 0,
+        backoff_initial_s: 0.0,
+        backoff_max_s: 0.0,
+        backoff_jitter: 0.0,
+    };
+
+    /// Whether requests need following one by one (a timeout, or retries).
+    fn tracks(&self) -> bool {
+        self.timeout_s.is_some() || self.max_retries > 0
+    }
+
+    /// The wait before retry number `retry` (0 for the first), as the SDK draws it.
+    fn backoff(&self, retry: u32, rng: &mut Rng) -> f64 {
+        let base =
+            (self.backoff_initial_s * 2f64.powi(retry.min(30) as i32)).min(self.backoff_max_s);
+        (base * (1.0 - self.backoff_jitter * rng.next_f64())).max(0.0)
+    }
 }
 
 /// A rehearsal that cannot run.
@@ -192,9 +356,16 @@ pub struct Summary {
     pub within_slo: u64,
     /// The SLO, seconds.
     pub slo_e2e_s: f64,
-    /// Share of requests (arrived, and either finished, refused, or older than the SLO at the
-    /// end) that finished within the SLO.
+    /// Share of requests (arrived, and either finished, given up on, or older than the SLO
+    /// at the end) that finished within the SLO.
     pub slo_attainment: f64,
+    /// The same over the requests that arrived outside the transients (`None` when none
+    /// was set apart).
+    pub slo_attainment_outside: Option<f64>,
+    /// The spans set apart, and how their requests fared.
+    pub transients: Vec<Transient>,
+    /// How the requests ended, as the clients saw them.
+    pub outcomes: Outcomes,
     /// p95 end-to-end latency of the finished requests.
     pub p95_e2e_s: Option<f64>,
     /// p99.
@@ -232,6 +403,36 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// A span set apart, and the requests that arrived in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transient {
+    /// The span.
+    #[serde(flatten)]
+    pub window: Window,
+    /// Requests judged (ended, given up on, or late at the end).
+    pub judged: u64,
+    /// …of which within the SLO.
+    pub within: u64,
+}
+
+/// How requests ended, counted as the load generator counts its outcomes: every request
+/// that arrived is in exactly one of `ok`, `timeout`, `refused` and `unfinished`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Outcomes {
+    /// Answered (within the SLO or not).
+    pub ok: u64,
+    /// Given up on: the last attempt ran past the client's timeout.
+    pub timeout: u64,
+    /// Given up on: the last attempt found no ready replica (a connection error).
+    pub refused: u64,
+    /// Still running, or waiting to be retried, at the end.
+    pub unfinished: u64,
+    /// Attempts after the first (each timed out or refused), over all requests.
+    pub retries: u64,
+    /// Attempts the engines aborted because their client gave up.
+    pub aborted: u64,
+}
+
 /// A rehearsal's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
@@ -243,6 +444,38 @@ pub struct Outcome {
     pub events: Vec<ScaleEvent>,
     /// Every alert's firing spans.
     pub alerts: Vec<AlertSpan>,
+    /// Requests judged, and of them within the SLO, by when they first arrived: bin `i`
+    /// holds arrivals in `[i, i + 1) × JUDGE_BIN_S` (spans set apart after the fact are
+    /// judged from it).
+    pub judged_by_arrival: Vec<[u64; 2]>,
+}
+
+impl Outcome {
+    /// Attainment over the requests judged that first arrived in no span of `windows` (and
+    /// after `from_s`), to the bin: `(judged, within)`.
+    pub fn judged_outside(&self, windows: &[Window], from_s: f64) -> (u64, u64) {
+        let mut acc = (0, 0);
+        for (i, [n, w]) in self.judged_by_arrival.iter().enumerate() {
+            let mid = (i as f64 + 0.5) * JUDGE_BIN_S;
+            if mid >= from_s && !windows.iter().any(|x| x.holds(mid)) {
+                acc.0 += n;
+                acc.1 += w;
+            }
+        }
+        acc
+    }
+
+    /// The same inside `window`.
+    pub fn judged_inside(&self, window: &Window) -> (u64, u64) {
+        let mut acc = (0, 0);
+        for (i, [n, w]) in self.judged_by_arrival.iter().enumerate() {
+            if window.holds((i as f64 + 0.5) * JUDGE_BIN_S) {
+                acc.0 += n;
+                acc.1 += w;
+            }
+        }
+        acc
+    }
 }
 
 /// `ln(LogHist::GROWTH)`, taken once.
@@ -296,37 +529,212 @@ fn p95(v: &mut [f64]) -> Option<f64> {
     Some(*v.select_nth_unstable_by(rank - 1, f64::total_cmp).1)
 }
 
-#[derive(Default)]
+/// A retry waiting for its time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Retry {
+    at: f64,
+    /// When the request first arrived.
+    first: f64,
+    /// The attempt it will be (1 for the first retry).
+    attempt: u32,
+}
+
+impl Eq for Retry {}
+
+impl PartialOrd for Retry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Retry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.at
+            .total_cmp(&other.at)
+            .then(self.first.total_cmp(&other.first))
+            .then(self.attempt.cmp(&other.attempt))
+    }
+}
+
+/// An attempt the engines hold: when its request first arrived, and which attempt it is.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    first: f64,
+    attempt: u32,
+}
+
+/// The requests, as their clients see them: latencies from the first arrival, timeouts,
+/// retries and the outcome of each.
 struct Requests {
+    client: Client,
+    slo: f64,
+    transients: Vec<Window>,
     row: Vec<f64>,
     all: LogHist,
     arrived: u64,
     arrived_row: u64,
     unrouted_row: u64,
-    finished: u64,
     within: u64,
+    /// Requests judged (ended, or given up on) and within the SLO, outside the transients.
+    judged_outside: u64,
+    within_outside: u64,
+    /// The same per transient.
+    judged_in: Vec<(u64, u64)>,
+    /// The same by first arrival ([`JUDGE_BIN_S`] bins).
+    bins: Vec<[u64; 2]>,
+    judge_from: f64,
+    outcomes: Outcomes,
+    /// Attempts in the engines, by replica and engine id (only when the client times out or
+    /// retries: otherwise an attempt's first arrival is its own).
+    live: HashMap<(usize, u64), Attempt, FastHash>,
+    /// Each live attempt's deadline, in the order they were sent (one timeout for all, so
+    /// also in deadline order); attempts that ended are skipped when they come up.
+    deadlines: VecDeque<(f64, usize, u64)>,
+    retries: BinaryHeap<Reverse<Retry>>,
+    rng: Rng,
 }
 
 impl Requests {
-    fn notice(&mut self, n: Notice, slo: f64) {
-        match n {
-            Notice::Arrived { routed, .. } => {
-                self.arrived += 1;
-                self.arrived_row += 1;
-                if routed.is_none() {
-                    self.unrouted_row += 1;
-                }
+    fn new(setup: &Setup) -> Requests {
+        Requests {
+            client: setup.client,
+            slo: setup.slo_e2e_s,
+            transients: setup.transients.clone(),
+            row: Vec::new(),
+            all: LogHist::default(),
+            arrived: 0,
+            arrived_row: 0,
+            unrouted_row: 0,
+            within: 0,
+            judged_outside: 0,
+            within_outside: 0,
+            judged_in: vec![(0, 0); setup.transients.len()],
+            bins: Vec::new(),
+            judge_from: setup.judge_from_s,
+            outcomes: Outcomes::default(),
+            live: HashMap::default(),
+            deadlines: VecDeque::new(),
+            retries: BinaryHeap::new(),
+            rng: Rng::new(mix(&[setup.seed, 0x7265_7472])),
+        }
+    }
+
+    /// Counts a judged request by where its first arrival fell.
+    fn judge(&mut self, first: f64, within: bool) {
+        let bin = (first.max(0.0) / JUDGE_BIN_S) as usize;
+        if self.bins.len() <= bin {
+            self.bins.resize(bin + 1, [0, 0]);
+        }
+        self.bins[bin][0] += 1;
+        self.bins[bin][1] += u64::from(within);
+        if first < self.judge_from {
+            return;
+        }
+        match self.transients.iter().position(|w| w.holds(first)) {
+            Some(i) => {
+                self.judged_in[i].0 += 1;
+                self.judged_in[i].1 += u64::from(within);
             }
-            Notice::Engine(e) => {
-                if let Some((_, _, t)) = n.finished() {
-                    let e2e = t - e.event.arrival;
-                    self.finished += 1;
-                    self.within += u64::from(e2e <= slo);
-                    self.all.add(e2e);
-                    self.row.push(e2e);
-                }
+            None => {
+                self.judged_outside += 1;
+                self.within_outside += u64::from(within);
             }
         }
+    }
+
+    /// A request that will not finish (given up on, or late at the end) counts against the
+    /// SLO.
+    fn missed(&mut self, first: f64) {
+        self.judge(first, false);
+    }
+
+    fn done(&mut self, first: f64, t: f64) {
+        let e2e = t - first;
+        let within = e2e <= self.slo;
+        self.row.push(e2e);
+        self.judge(first, within);
+        if first < self.judge_from {
+            return;
+        }
+        self.outcomes.ok += 1;
+        self.within += u64::from(within);
+        self.all.add(e2e);
+    }
+
+    /// An attempt (number `attempt`) sent at `t` went to `routed`, or found no replica.
+    fn sent(&mut self, t: f64, first: f64, attempt: u32, routed: Option<(usize, u64)>) {
+        match routed {
+            Some(key) => {
+                if self.client.tracks() {
+                    self.live.insert(key, Attempt { first, attempt });
+                }
+                if let Some(timeout) = self.client.timeout_s {
+                    self.deadlines.push_back((t + timeout, key.0, key.1));
+                }
+            }
+            None => {
+                self.unrouted_row += 1;
+                self.give_up_or_retry(t, first, attempt, false);
+            }
+        }
+    }
+
+    fn give_up_or_retry(&mut self, t: f64, first: f64, attempt: u32, timed_out: bool) {
+        if attempt < self.client.max_retries {
+            let at = t + self.client.backoff(attempt, &mut self.rng);
+            self.retries.push(Reverse(Retry {
+                at,
+                first,
+                attempt: attempt + 1,
+            }));
+        } else {
+            if first >= self.judge_from {
+                if timed_out {
+                    self.outcomes.timeout += 1;
+                } else {
+                    self.outcomes.refused += 1;
+                }
+            }
+            self.missed(first);
+        }
+    }
+
+    fn notice(&mut self, n: Notice) {
+        match n {
+            Notice::Arrived { t, routed } => {
+                self.arrived += u64::from(t >= self.judge_from);
+                self.arrived_row += 1;
+                self.sent(t, t, 0, routed.map(|r| (r.replica, r.id)));
+            }
+            Notice::Engine(e) => self.engine_event(e),
+        }
+    }
+
+    fn engine_event(&mut self, e: FleetEvent) {
+        let EventKind::Finished(reason) = e.event.kind else {
+            return;
+        };
+        if reason == FinishReason::Abort {
+            // Only a client that gave up aborts (counted when it did).
+            return;
+        }
+        let first = if self.client.tracks() {
+            match self.live.remove(&(e.replica, e.event.id)) {
+                Some(a) => a.first,
+                // Given up on already (its abort raced the last token): counted then.
+                None => return,
+            }
+        } else {
+            e.event.arrival
+        };
+        self.done(first, e.event.t);
+    }
+
+    /// When the controller must next act for the clients: a deadline or a retry.
+    fn next_due(&self) -> f64 {
+        let d = self.deadlines.front().map_or(f64::INFINITY, |d| d.0);
+        let r = self.retries.peek().map_or(f64::INFINITY, |r| r.0.at);
+        d.min(r)
     }
 }
 
@@ -343,6 +751,10 @@ struct Control<'a> {
     store: Store,
     exporters: &'a mut dyn Exporters,
     requests: &'a RefCell<Requests>,
+    /// What every request asks (retries are sent again as they were).
+    spec: RequestSpec,
+    /// Per trigger, the pods' histories an `external` trigger's scaler keeps, and its trend.
+    histories: Vec<Option<(History, Trend)>>,
     keep: Box<dyn Fn(&str) -> bool>,
     departed_seen: usize,
     next: [f64; 5],
@@ -374,6 +786,11 @@ struct Control<'a> {
 /// be shorter (they are minutes in practice).
 pub const RETENTION_S: f64 = 3600.0;
 
+/// Pod `id`'s address (`host:port` of its server).
+fn pod_address(id: usize) -> String {
+    format!("10.0.{}.{}:8000", id / 250, id % 250 + 1)
+}
+
 fn engine_target(ns: &str, service: &str, id: usize) -> Labels {
     Labels::new([
         ("job", service.to_owned()),
@@ -381,10 +798,7 @@ fn engine_target(ns: &str, service: &str, id: usize) -> Labels {
         ("service", service.to_owned()),
         ("pod", format!("{service}-{id}")),
         ("container", "vllm".to_owned()),
-        (
-            "instance",
-            format!("10.0.{}.{}:8000", id / 250, id % 250 + 1),
-        ),
+        ("instance", pod_address(id)),
     ])
 }
 
@@ -466,22 +880,112 @@ impl Control<'_> {
         self.max_nodes = self.max_nodes.max(self.cluster.live_nodes() as u32);
     }
 
-    fn live(&mut self, t: f64) -> Vec<Fetch> {
+    fn live(&mut self, t: f64, fleet: &Fleet) -> Vec<Fetch> {
         if let Some((at, v)) = &self.live_at
             && *at == t
         {
             return v.clone();
         }
-        let ev = Evaluator::new(&self.store);
-        let v: Vec<Fetch> = self
-            .keda
-            .spec
-            .triggers
-            .iter()
-            .map(|tr| fetch(&ev.eval(&tr.query, Self::ms(t)), tr.ignore_null))
-            .collect();
+        let mut v = Vec::with_capacity(self.keda.spec.triggers.len());
+        for i in 0..self.keda.spec.triggers.len() {
+            let value = match &self.keda.spec.triggers[i].source {
+                Source::Prometheus(q) => {
+                    let ev = Evaluator::new(&self.store);
+                    fetch(
+                        &ev.eval(q, Self::ms(t)),
+                        self.keda.spec.triggers[i].ignore_null,
+                    )
+                }
+                Source::External(cfg) => {
+                    let cfg = cfg.as_ref().clone();
+                    self.external(i, &cfg, t, fleet)
+                }
+            };
+            v.push(value);
+        }
         self.live_at = Some((t, v.clone()));
         v
+    }
+
+    /// What `inferscale scaler` answers for trigger `i` at `t`: the Service's ready pods
+    /// scraped (the families `cfg` reads), each into its history, and the value computed
+    /// from their windows as the scaler computes it.
+    fn external(&mut self, i: usize, cfg: &Config, t: f64, fleet: &Fleet) -> Fetch {
+        let names: Vec<&'static str> = signals(cfg)
+            .into_iter()
+            .flat_map(|s| names_for(s).map(|n| n.name))
+            .collect();
+        let keep = |family: &str| {
+            names.iter().any(|n| {
+                *n == family
+                    || n.strip_prefix(family).is_some_and(|s| {
+                        ["_bucket", "_sum", "_count", "_total", "_created"].contains(&s)
+                    })
+            })
+        };
+        let (history, trend) = self.histories[i].get_or_insert_with(Default::default);
+        let mut pods: Vec<PodResult> = Vec::new();
+        let mut urls: Vec<String> = Vec::new();
+        for r in fleet.replicas().iter().filter(|r| r.serving(t)) {
+            let url = format!("http://{}", pod_address(r.id));
+            let mut snap = None;
+            self.exporters.collect(r, t, &keep, &mut |job, exp| {
+                if job == Job::Engine {
+                    snap = Some(Snapshot::read(exp, &url));
+                }
+            });
+            let result = match snap {
+                Some(s) => {
+                    history.record(&url, t, s, cfg.window_s);
+                    history
+                        .windowed(&url, cfg.window_s)
+                        .ok_or_else(|| "no history".to_owned())
+                }
+                None => Err("no /metrics".to_owned()),
+            };
+            pods.push((url.clone(), result));
+            urls.push(url);
+        }
+        let live: Vec<&str> = urls.iter().map(String::as_str).collect();
+        history.retain(&live);
+        answer_at(cfg, pods, Some((trend, t)))
+            .map(|a| a.value)
+            .map_err(|e| FetchError::External(e.to_string()))
+    }
+
+    /// The clients' side at `t`: attempts past their deadline are given up on (and aborted
+    /// in their engine) and retried or counted; retries due are sent.
+    fn clients(&mut self, t: f64, fleet: &mut Fleet) {
+        let mut req = self.requests.borrow_mut();
+        let mut aborted = Vec::new();
+        while let Some(&(d, replica, id)) = req.deadlines.front() {
+            if d > t {
+                break;
+            }
+            req.deadlines.pop_front();
+            let Some(a) = req.live.remove(&(replica, id)) else {
+                continue;
+            };
+            if fleet.cancel(replica, id, t, &mut aborted) {
+                req.outcomes.aborted += u64::from(a.first >= req.judge_from);
+            }
+            req.give_up_or_retry(d, a.first, a.attempt, true);
+        }
+        // Deadlines of attempts that ended need no tick.
+        while let Some(&(_, replica, id)) = req.deadlines.front() {
+            if req.live.contains_key(&(replica, id)) {
+                break;
+            }
+            req.deadlines.pop_front();
+        }
+        while req.retries.peek().is_some_and(|r| r.0.at <= t) {
+            let Some(Reverse(r)) = req.retries.pop() else {
+                break;
+            };
+            req.outcomes.retries += u64::from(r.first >= req.judge_from);
+            let routed = fleet.submit(self.spec, t).map(|x| (x.replica, x.id));
+            req.sent(t, r.first, r.attempt, routed);
+        }
     }
 
     fn rules(&mut self, t: f64) {
@@ -511,7 +1015,7 @@ impl Control<'_> {
     }
 
     fn poll(&mut self, t: f64, fleet: &mut Fleet) {
-        let values = self.live(t);
+        let values = self.live(t, fleet);
         let current = fleet.desired() as u32;
         match self.keda.poll(t, &values, current) {
             Some(PollAction::Activate(n) | PollAction::Deactivate(n) | PollAction::ToMin(n)) => {
@@ -522,7 +1026,7 @@ impl Control<'_> {
     }
 
     fn sync(&mut self, t: f64, fleet: &mut Fleet) {
-        let live = self.live(t);
+        let live = self.live(t, fleet);
         let served: Vec<Fetch> = live
             .into_iter()
             .enumerate()
@@ -592,10 +1096,11 @@ impl Control<'_> {
 
 impl Observer for Control<'_> {
     fn next_tick(&self) -> Option<f64> {
-        Some(self.soonest)
+        Some(self.soonest.min(self.requests.borrow().next_due()))
     }
 
     fn tick(&mut self, t: f64, fleet: &mut Fleet) {
+        self.clients(t, fleet);
         for task in [SCRAPE, RULES, POLL, SYNC, ROW] {
             if self.next[task] > t {
                 continue;
@@ -627,14 +1132,7 @@ fn flaps(events: &[ScaleEvent]) -> usize {
         .count()
 }
 
-/// Rehearses `keda` under `traffic`. `progress` hears the simulated time every hour.
-pub fn rehearse(
-    setup: &Setup,
-    keda: &KedaSpec,
-    traffic: &Traffic,
-    exporters: &mut dyn Exporters,
-    progress: &mut dyn FnMut(f64),
-) -> Result<Outcome, RehearseError> {
+fn check(setup: &Setup) -> Result<(), RehearseError> {
     for (what, v) in [
         ("scrape interval", setup.scrape_interval_s),
         ("HPA sync period", setup.hpa_sync_s),
@@ -656,6 +1154,88 @@ pub fn rehearse(
             setup.duration_s
         )));
     }
+    let c = &setup.client;
+    if let Some(t) = c.timeout_s
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(RehearseError::Setting(format!(
+            "the client timeout is {t} s; expected more than 0"
+        )));
+    }
+    let sane = c.max_retries <= 100
+        && c.backoff_initial_s.is_finite()
+        && c.backoff_initial_s >= 0.0
+        && c.backoff_max_s.is_finite()
+        && c.backoff_max_s >= 0.0
+        && (0.0..=1.0).contains(&c.backoff_jitter);
+    if !sane {
+        return Err(RehearseError::Setting(format!(
+            "the client's retries ({}, backoff {} s up to {} s, jitter {}) are out of range: at most 100 retries, backoffs of 0 s or more, jitter 0 to 1",
+            c.max_retries, c.backoff_initial_s, c.backoff_max_s, c.backoff_jitter
+        )));
+    }
+    Ok(())
+}
+
+/// Which families the scrapes keep: those the triggers' queries and the rules name.
+fn scraped_families(keda: &KedaSpec, rules: &[AlertRule]) -> Box<dyn Fn(&str) -> bool> {
+    let mut names: Vec<String> = Vec::new();
+    let mut keep_all = false;
+    for q in keda
+        .triggers
+        .iter()
+        .filter_map(|t| t.query())
+        .chain(rules.iter().map(|r| &r.query))
+    {
+        keep_all |= q.text().contains("__name__");
+        names.extend(q.metric_names());
+    }
+    if keep_all {
+        return Box::new(|_| true);
+    }
+    Box::new(move |family: &str| {
+        names.iter().any(|n| {
+            n == family
+                || n.strip_prefix(family).is_some_and(|s| {
+                    ["_bucket", "_sum", "_count", "_total", "_created"].contains(&s)
+                })
+        })
+    })
+}
+
+/// The histograms the engines record: those of the families scraped (for the triggers'
+/// queries and the rules) and those an external trigger reads. Nothing reads the others.
+fn recorded_histograms(keda: &KedaSpec, keep: &dyn Fn(&str) -> bool) -> Vec<EngineHistogram> {
+    let external: Vec<&'static str> = keda
+        .triggers
+        .iter()
+        .filter_map(|t| match &t.source {
+            Source::External(c) => Some(c),
+            Source::Prometheus(_) => None,
+        })
+        .flat_map(|c| signals(c))
+        .flat_map(|s| names_for(s).map(|n| n.name))
+        .collect();
+    vllm::FAMILIES
+        .iter()
+        .chain(vllm::DEPRECATED_FAMILIES.iter().map(|(f, _)| f))
+        .filter(|f| keep(f.name) || external.contains(&f.name))
+        .filter_map(|f| match f.value {
+            vllm::Value::Histogram(h) => Some(h),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Rehearses `keda` under `traffic`. `progress` hears the simulated time every hour.
+pub fn rehearse(
+    setup: &Setup,
+    keda: &KedaSpec,
+    traffic: &Traffic,
+    exporters: &mut dyn Exporters,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Outcome, RehearseError> {
+    check(setup)?;
     let mut fleet = Fleet::new(
         setup.engine.clone(),
         setup.initial_replicas as usize,
@@ -666,41 +1246,8 @@ pub fn rehearse(
     for r in fleet.replicas() {
         cluster.place_running(r.id);
     }
-    let mut names: Vec<String> = Vec::new();
-    let mut keep_all = false;
-    for q in keda
-        .triggers
-        .iter()
-        .map(|t| &t.query)
-        .chain(setup.rules.iter().map(|r| &r.query))
-    {
-        keep_all |= q.text().contains("__name__");
-        names.extend(q.metric_names());
-    }
-    let keep: Box<dyn Fn(&str) -> bool> = if keep_all {
-        Box::new(|_| true)
-    } else {
-        Box::new(move |family: &str| {
-            names.iter().any(|n| {
-                n == family
-                    || n.strip_prefix(family).is_some_and(|s| {
-                        ["_bucket", "_sum", "_count", "_total", "_created"].contains(&s)
-                    })
-            })
-        })
-    };
-    // The engines record the histograms of the families kept, no others: nothing reads
-    // them (a trigger or a rule names a family, and only those are scraped).
-    let recorded: Vec<EngineHistogram> = vllm::FAMILIES
-        .iter()
-        .chain(vllm::DEPRECATED_FAMILIES.iter().map(|(f, _)| f))
-        .filter(|f| keep(f.name))
-        .filter_map(|f| match f.value {
-            vllm::Value::Histogram(h) => Some(h),
-            _ => None,
-        })
-        .collect();
-    fleet.record_histograms(&recorded);
+    let keep = scraped_families(keda, &setup.rules);
+    fleet.record_histograms(&recorded_histograms(keda, &*keep));
     let mut phase = Rng::new(mix(&[setup.seed, 0x7068_6173]));
     let periods = [
         setup.scrape_interval_s,
@@ -714,13 +1261,13 @@ pub fn rehearse(
         // The timeline's rows fall on whole steps; the controllers at a random phase.
         next[i] = if i == ROW { *p } else { p * phase.next_f64() };
     }
-    let requests = RefCell::new(Requests::default());
+    let requests = RefCell::new(Requests::new(setup));
     let reports = keda
         .triggers
         .iter()
         .map(|t| TriggerReport {
             metric: t.metric.clone(),
-            query: t.query.text().to_owned(),
+            query: t.describe(),
             metric_type: match t.metric_type {
                 MetricType::AverageValue => "AverageValue",
                 MetricType::Value => "Value",
@@ -738,6 +1285,8 @@ pub fn rehearse(
         store: Store::new(),
         exporters,
         requests: &requests,
+        spec: setup.request,
+        histories: vec![None; keda.triggers.len()],
         keep,
         departed_seen: 0,
         next,
@@ -763,27 +1312,100 @@ pub fn rehearse(
     let arrivals = traffic
         .arrivals(setup.duration_s, mix(&[setup.seed, 0x6172_7269]))
         .map(|t| (t, spec));
-    let slo = setup.slo_e2e_s;
     drive(
         &mut fleet,
         arrivals,
         setup.duration_s,
         &mut [&mut control],
-        |n| requests.borrow_mut().notice(n, slo),
+        |n| requests.borrow_mut().notice(n),
     );
+    let req = std::mem::replace(&mut *requests.borrow_mut(), Requests::new(setup));
+    Ok(verdict(setup, keda, &fleet, control, req))
+}
+
+/// Requests not ended at the end: `(count, of which older than the SLO)` by their first
+/// arrival, each late one counted against the SLO.
+fn unfinished(setup: &Setup, fleet: &Fleet, req: &mut Requests) -> u64 {
     let end = setup.duration_s;
-    let req = std::mem::take(&mut *requests.borrow_mut());
-    // Requests still running at the end count against the SLO only once they are late.
-    let late = fleet
-        .replicas()
-        .iter()
-        .flat_map(|r| r.engine.arrivals_in_progress())
-        .filter(|at| end - at > slo)
-        .count() as u64;
-    let refused = control.unrouted;
-    let judged = req.finished + refused + late;
+    let firsts: Vec<f64> = if setup.client.tracks() {
+        req.live
+            .values()
+            .map(|a| a.first)
+            .chain(req.retries.iter().map(|r| r.0.first))
+            .collect()
+    } else {
+        fleet
+            .replicas()
+            .iter()
+            .flat_map(|r| r.engine.arrivals_in_progress())
+            .collect()
+    };
+    let mut late = 0;
+    for first in &firsts {
+        if end - first > req.slo {
+            late += u64::from(*first >= req.judge_from);
+            req.missed(*first);
+        }
+    }
+    req.outcomes.unfinished = firsts.iter().filter(|f| **f >= req.judge_from).count() as u64;
+    late
+}
+
+fn notes(
+    keda: &KedaSpec,
+    reports: &[TriggerReport],
+    base: u32,
+    scaled: bool,
+    cycle: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (i, t) in keda.triggers.iter().enumerate() {
+        if t.metric_type == MetricType::AverageValue
+            && t.query()
+                .is_some_and(|q| q.text().contains("histogram_quantile"))
+        {
+            let r = &reports[i];
+            notes.push(format!(
+                "trigger {i} ({}) is a latency quantile fed as AverageValue: the HPA proposes \
+                 ceil(value / {}) replicas whatever the replica count (a p95 is not a sum over \
+                 pods), so it can never ask for more than ceil(p95 / {} s); in this run it read at \
+                 most {} and asked for at most {} replica(s). Use metricType Value.",
+                t.metric,
+                t.threshold,
+                t.threshold,
+                r.max_value
+                    .map_or("nothing".to_owned(), |v| format!("{v:.3} s")),
+                r.max_proposal.map_or("no".to_owned(), |p| p.to_string()),
+            ));
+        }
+    }
+    if base > 1 && !cycle && scaled {
+        notes.push(format!("the floor is {base} replicas"));
+    }
+    notes
+}
+
+/// The summary of a rehearsal that ran.
+fn verdict(
+    setup: &Setup,
+    keda: &KedaSpec,
+    fleet: &Fleet,
+    control: Control<'_>,
+    mut req: Requests,
+) -> Outcome {
+    let end = setup.duration_s;
+    let slo = setup.slo_e2e_s;
+    let from = setup.judge_from_s;
+    let late = unfinished(setup, fleet, &mut req);
+    let o = req.outcomes;
+    let judged = o.ok + o.timeout + o.refused + late;
     let base = keda.hpa.min.max(setup.initial_replicas.min(keda.hpa.max));
-    let events = control.events;
+    let all_events = control.events;
+    let events: Vec<ScaleEvent> = all_events
+        .iter()
+        .filter(|e| e.time_s >= from)
+        .cloned()
+        .collect();
     let first_out = events.iter().find(|e| e.to > e.from).map(|e| e.time_s);
     let cycle_completed = first_out.is_some_and(|t0| {
         events
@@ -799,41 +1421,41 @@ pub fn rehearse(
             })
             .map(|r| r.time_s)
     });
-    let mut notes = Vec::new();
-    for (i, t) in keda.triggers.iter().enumerate() {
-        if t.metric_type == MetricType::AverageValue
-            && t.query.text().contains("histogram_quantile")
-        {
-            let r = &control.reports[i];
-            notes.push(format!(
-                "trigger {i} ({}) is a latency quantile fed as AverageValue: the HPA proposes \
-                 ceil(value / {}) replicas whatever the replica count (a p95 is not a sum over \
-                 pods), so it can never ask for more than ceil(p95 / {} s); in this run it read at \
-                 most {} and asked for at most {} replica(s). Use metricType Value.",
-                t.metric,
-                t.threshold,
-                t.threshold,
-                r.max_value
-                    .map_or("nothing".to_owned(), |v| format!("{v:.3} s")),
-                r.max_proposal.map_or("no".to_owned(), |p| p.to_string()),
-            ));
+    let notes = notes(
+        keda,
+        &control.reports,
+        base,
+        first_out.is_some(),
+        cycle_completed,
+    );
+    let share = |within: u64, of: u64| {
+        if of == 0 {
+            1.0
+        } else {
+            within as f64 / of as f64
         }
-    }
-    if base > 1 && !cycle_completed && first_out.is_some() {
-        notes.push(format!("the floor is {base} replicas"));
-    }
+    };
     let summary = Summary {
         name: keda.name.clone(),
         duration_s: end,
         requests: req.arrived,
-        finished: req.finished,
+        finished: o.ok,
         within_slo: req.within,
         slo_e2e_s: slo,
-        slo_attainment: if judged == 0 {
-            1.0
-        } else {
-            req.within as f64 / judged as f64
-        },
+        slo_attainment: share(req.within, judged),
+        slo_attainment_outside: (!setup.transients.is_empty())
+            .then(|| share(req.within_outside, req.judged_outside)),
+        transients: setup
+            .transients
+            .iter()
+            .zip(&req.judged_in)
+            .map(|(w, &(judged, within))| Transient {
+                window: w.clone(),
+                judged,
+                within,
+            })
+            .collect(),
+        outcomes: o,
         p95_e2e_s: req.all.quantile(0.95),
         p99_e2e_s: req.all.quantile(0.99),
         max_queue: control.max_queue,
@@ -847,26 +1469,26 @@ pub fn rehearse(
         max_nodes: control.max_nodes,
         first_scale_out_s: first_out,
         recovered_s,
-        gpu_hours: control.cluster.gpu_hours(end),
+        gpu_hours: control.cluster.gpu_hours(end) - control.cluster.gpu_hours(from),
         scale_events: events.len(),
         flaps: flaps(&events),
         alerts_fired: {
             let mut a: Vec<String> = control.alerts.iter().map(|a| a.name.clone()).collect();
-            a.dedup();
             a.sort();
             a.dedup();
             a
         },
         cycle_completed,
-        unrouted: refused,
+        unrouted: control.unrouted,
         final_replicas: fleet.desired() as u32,
         triggers: control.reports,
         notes,
     };
-    Ok(Outcome {
+    Outcome {
         summary,
         timeline: control.timeline,
-        events,
+        events: all_events,
         alerts: control.alerts,
-    })
+        judged_by_arrival: req.bins,
+    }
 }

@@ -1,8 +1,9 @@
 //! The built-in set of autoscaling signals `--compare-signals` rehearses side by side: each
-//! a ScaledObject derived from the same measured thresholds as the generated one (same
+//! a ScaledObject derived from the same measured thresholds as the seeds' one (same
 //! replicas, behavior and fallback), differing only in its one trigger.
 
 use inferscale_analysis::Thresholds;
+use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
 use inferscale_catalog::Signal;
 use inferscale_manifests::objects::{self, ScaledObject, Trigger};
 use inferscale_manifests::promql::{self as q, Sel};
@@ -11,7 +12,8 @@ use inferscale_manifests::{Options, keda};
 /// One signal: a short name, what it is, and its ScaledObject.
 #[derive(Debug, Clone)]
 pub struct Derived {
-    /// `queue`, `running`, `kv-cache`, `gpu-util`, `p95-e2e`, `p95-queue-time`.
+    /// `queue`, `in-flight`, `arrival-rate`, `running`, `kv-cache`, `gpu-util`, `p95-e2e`,
+    /// `p95-queue-time`.
     pub name: &'static str,
     /// The trigger in words.
     pub about: String,
@@ -36,15 +38,26 @@ fn trigger(name: &str, query: String, metric_type: &str, threshold: f64, o: &Opt
     }
 }
 
-/// The six signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
-/// target), or why the generated ScaledObject they start from does not load.
+/// The eight signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
+/// target; `capacity_rps`: a replica's, for the proportional targets), or why the seeds'
+/// ScaledObject they start from does not load.
 pub fn derived(
     t: &Thresholds,
     o: &Options,
     max_num_seqs: u32,
+    capacity_rps: f64,
 ) -> Result<Vec<Derived>, objects::LoadError> {
-    let base: ScaledObject = objects::load(&keda::scaled_object(t, o))?;
+    let mut seeds = o.clone();
+    seeds.policy = None;
+    let base: ScaledObject = objects::load(&keda::scaled_object(t, &seeds))?;
     let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    let startup = f64::from(o.cold_start_s);
+    let proportional =
+        |p: Primary| Policy::derive(t, p, DEFAULT_UTILISATION, capacity_rps, startup, 1);
+    let (inflight, arrivals) = (
+        proportional(Primary::InFlight),
+        proportional(Primary::ArrivalRate),
+    );
     let gpu_sel = Sel::exact(&[("namespace", &o.namespace)]);
     let running_target = (f64::from(max_num_seqs) * 0.8).floor().max(1.0);
     let sum = |s: Signal, sel: &Sel| format!("sum({})", q::series(s, sel));
@@ -60,6 +73,36 @@ pub fn derived(
                 keda::queue_query(o),
                 "AverageValue",
                 f64::from(t.scale_out.queue_depth_per_pod),
+                o,
+            ),
+        ),
+        (
+            "in-flight",
+            format!(
+                "requests in flight (running + waiting), AverageValue {} per pod (Little's law at {:.0} % of {capacity_rps:.1} req/s)",
+                inflight.target,
+                DEFAULT_UTILISATION * 100.0
+            ),
+            trigger(
+                "in-flight",
+                keda::primary_query(&inflight, o),
+                "AverageValue",
+                inflight.target,
+                o,
+            ),
+        ),
+        (
+            "arrival-rate",
+            format!(
+                "requests arriving per second, AverageValue {} per pod ({:.0} % of {capacity_rps:.1} req/s)",
+                arrivals.target,
+                DEFAULT_UTILISATION * 100.0
+            ),
+            trigger(
+                "arrival-rate",
+                keda::primary_query(&arrivals, o),
+                "AverageValue",
+                arrivals.target,
                 o,
             ),
         ),

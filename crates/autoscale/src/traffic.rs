@@ -234,6 +234,67 @@ impl Traffic {
         Ok(Traffic { segments })
     }
 
+    /// The instants where the rate rises at once (a trace's row, a step segment) by more
+    /// than `ratio` (1.2: a fifth) and at least `min_rps`: `(time, before, after)`. A rise
+    /// at time 0 is not one (whatever runs at the start is sized for it).
+    pub fn jumps(&self, ratio: f64, min_rps: f64) -> Vec<(f64, f64, f64)> {
+        self.segments
+            .windows(2)
+            .filter_map(|w| {
+                let before = w[0].rate(w[0].end);
+                let after = w[1].r0;
+                (w[1].start > 0.0 && after > before * ratio && after - before >= min_rps)
+                    .then_some((w[1].start, before, after))
+            })
+            .collect()
+    }
+
+    /// Whether the rate never changes (one held rate from 0 on).
+    pub fn is_steady(&self) -> bool {
+        let live: Vec<&Segment> = self
+            .segments
+            .iter()
+            .filter(|s| s.end.is_finite() || s.r0 > 0.0)
+            .collect();
+        live.windows(2)
+            .all(|w| w[0].r0 == w[0].r1 && w[0].r1 == w[1].r0 && w[1].r0 == w[1].r1)
+            && live.first().is_some_and(|s| s.start == 0.0 && s.r0 == s.r1)
+    }
+
+    /// The same traffic `warm_s` seconds later, with its first rate held before it: a
+    /// warm-in, after which the deployment is as if it had been running.
+    pub fn warmed(&self, warm_s: f64) -> Traffic {
+        let r0 = self.rate_at(0.0);
+        let mut segments = vec![Segment {
+            start: 0.0,
+            end: warm_s,
+            r0,
+            r1: r0,
+            diurnal: false,
+        }];
+        segments.extend(self.segments.iter().map(|s| Segment {
+            start: s.start + warm_s,
+            end: s.end + warm_s,
+            ..*s
+        }));
+        Traffic { segments }
+    }
+
+    /// The same traffic with every rate multiplied by `k`.
+    pub fn scaled(&self, k: f64) -> Traffic {
+        Traffic {
+            segments: self
+                .segments
+                .iter()
+                .map(|s| Segment {
+                    r0: (s.r0 * k).min(MAX_RPS),
+                    r1: (s.r1 * k).min(MAX_RPS),
+                    ..*s
+                })
+                .collect(),
+        }
+    }
+
     /// Where the trace or pattern's last change is (a pattern's end; a trace's last row).
     pub fn natural_end(&self) -> f64 {
         self.segments

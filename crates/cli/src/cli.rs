@@ -48,6 +48,9 @@ pub(crate) enum Command {
     /// Rehearse a ScaledObject before deploying it: traffic against simulated replicas under
     /// the HPA, KEDA, Prometheus and Karpenter, in virtual time.
     Rehearse(Box<RehearseArgs>),
+    /// Search the scaling policy in the rehearsal over a traffic suite: the cheapest that holds
+    /// the SLO with no flap at steady load, the Pareto front, and what cannot be held.
+    Tune(Box<TuneArgs>),
     /// Serve KEDA's external-scaler gRPC (and a metrics-api JSON) from the pods' own /metrics:
     /// queue depth, latency percentiles, or the replica count with a latency guardrail.
     Scaler(ScalerArgs),
@@ -173,9 +176,11 @@ pub(crate) struct ClusterArgs {
     /// guardrail).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) slo_p95_e2e: Option<Duration>,
-    /// How long a new replica takes to serve (node, image, weights, warm-up).
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub(crate) cold_start: Duration,
+    /// How long a new replica takes to serve on a new node (node, image, weights, warm-up)
+    /// [default: for a simulated profile, a node's 3 minutes, a minute for the image and the
+    /// profile's load time; else 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) cold_start: Option<Duration>,
     /// --max-model-len to set (default: sized from the measured requests).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_model_len: Option<u32>,
@@ -191,6 +196,62 @@ pub(crate) struct ClusterArgs {
     /// scaler.yaml).
     #[arg(long, value_enum, value_name = "KIND", default_value_t = ScalerArg::Prometheus)]
     pub(crate) scaler: ScalerArg,
+    /// What the ScaledObject scales by: tuned (the policy `inferscale tune` chose, recorded in
+    /// thresholds.json; without one, in-flight derived by rule), in-flight, arrival-rate, or
+    /// queue (the seeds' shape: queue depth primary).
+    #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = SignalArg::Tuned)]
+    pub(crate) signal: SignalArg,
+}
+
+/// `--signal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SignalArg {
+    /// The tuned policy from thresholds.json (in-flight by rule when there is none).
+    Tuned,
+    /// Requests in flight per pod, at a target by Little's law.
+    InFlight,
+    /// Requests arriving per second per pod, against the capacity.
+    ArrivalRate,
+    /// The seeds' shape: waiting requests per pod, a p95 queue-time guardrail.
+    Queue,
+}
+
+/// How the rehearsal's clients behave (`rehearse`, `tune`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ClientArgs {
+    /// The clients: openai-sdk (a 600 s timeout, 2 retries with 0.5 s doubling backoff, as
+    /// the OpenAI SDKs) or patient (wait forever, never retry: a load test's view).
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = ClientArg::OpenaiSdk)]
+    pub(crate) client: ClientArg,
+    /// The clients' timeout, instead of the kind's.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) client_timeout: Option<Duration>,
+    /// The clients' retries after a timeout or a refused connection, instead of the kind's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub(crate) client_retries: Option<u32>,
+}
+
+/// `--client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ClientArg {
+    /// The OpenAI SDKs' defaults.
+    OpenaiSdk,
+    /// Waits forever, never retries.
+    Patient,
+}
+
+/// Which replica a rehearsal runs (`rehearse`, `tune`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ReplicaArgs {
+    /// The engine profile of every replica (see `inferscale sim --list`) [default: the
+    /// profile the thresholds were measured on; for a real server, the replica calibrated
+    /// from its measurement; without thresholds, aws-eks-ministral-8b-l40s].
+    #[arg(long, value_name = "NAME")]
+    pub(crate) profile: Option<String>,
+    /// Run the replica calibrated from the thresholds' measurement (its capacity, its latency
+    /// per step, its queue past the knee) even for a simulated run.
+    #[arg(long, conflicts_with = "profile")]
+    pub(crate) measured_replica: bool,
 }
 
 /// `--scaler`.
@@ -1549,19 +1610,28 @@ pub(crate) struct RehearseArgs {
     /// How long to simulate (default: the traffic's end plus 30 minutes).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) duration: Option<Duration>,
-    /// The engine profile of every replica (see `inferscale sim --list`).
-    #[arg(long, value_name = "NAME", default_value = "aws-eks-ministral-8b-l40s")]
-    pub(crate) profile: String,
+    /// Hold the traffic's first rate this long before it starts, and judge only what comes
+    /// after (as for a deployment that had been running); times in the output are the
+    /// rehearsal's, warm-in included.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) warm_in: Option<Duration>,
+    /// The replicas.
+    #[command(flatten)]
+    pub(crate) replica: ReplicaArgs,
+    /// The clients.
+    #[command(flatten)]
+    pub(crate) clients: ClientArgs,
     /// The model_name label the replicas' metrics carry (default: thresholds' model, else the
     /// profile's model id).
     #[arg(long, value_name = "NAME")]
     pub(crate) model_name: Option<String>,
-    /// Prompt tokens of every request.
-    #[arg(long, value_name = "N", default_value_t = 34, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub(crate) prompt_tokens: u32,
-    /// max_tokens of every request (generated in full).
-    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub(crate) max_tokens: u32,
+    /// Prompt tokens of every request [default: the thresholds' measured mean, else 34].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) prompt_tokens: Option<u32>,
+    /// max_tokens of every request, generated in full [default: the thresholds' measured
+    /// mean output, else 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) max_tokens: Option<u32>,
     /// Replicas at the start (ready).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub(crate) initial_replicas: u32,
@@ -1616,6 +1686,80 @@ pub(crate) struct RehearseArgs {
     /// Print the summary as JSON instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `inferscale tune`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Searches the scaling policy in the rehearsal (the HPA, KEDA, Prometheus and Karpenter over
+simulated replicas, in virtual time) and keeps the cheapest that holds: the SLO met by
+--attainment of requests outside the named start-up transients on every trace, and no flap
+at a steady load.
+
+  1. The replica's capacity at the SLO: the highest steady rate one replica serves within it.
+  2. The traffic suite, in multiples of the measured capacity C: steady 2.5x, 1.5x and 0.6x
+     (45 min each), a ramp 0.5x -> 3x -> 0.5x, a day's cosine 0.3x -> 3x compressed into 2 h,
+     a step 0.5x -> 2.5x -> 0.5x and a 2-minute spike to 3x; or your --trace files. Held-out
+     traces (steady 1.2x, a step to 1.8x, bursts to 2x) are never tuned on and are reported
+     apart.
+  3. Per trace, the perfect-foresight schedule: the fewest replicas that hold the SLO at each
+     instant, each started one start-up ahead. Its GPU-hours are the floor.
+  4. The seeds' configuration (queue depth primary) on the suite, for comparison; then
+     requests in flight per pod from the highest utilisation down until a policy holds; the
+     arrival rate; and cost trims (a scale-down window of one start-up, nodes consolidated at
+     once, no queue booster), each kept only if it still holds and costs less.
+A step faster than a replica starts cannot be met by scaling out: tune names it, the warm
+replicas that would absorb it and their cost a day, and the share of its requests that miss.
+
+Examples:
+  inferscale tune --thresholds inferscale-out/thresholds.json --out tuned/
+  inferscale generate --thresholds tuned/thresholds.json --out k8s/
+  inferscale tune --thresholds t.json --slo-e2e 8s --attainment 99.5 --trace day.csv peak.csv
+  inferscale tune --thresholds t.json --profile h100-llama-3.1-70b-tp4 --json > tune.json
+
+Writes into --out: thresholds.json (the input with the chosen policy as `scaling`, which
+generate writes the ScaledObject from), tune.json (every rehearsal), tune.html (the page).
+Exit codes: 0 a policy held; 1 none held (the closest is said); 2 bad input.")]
+pub(crate) struct TuneArgs {
+    /// thresholds.json (capacity, latency, queue threshold; the replica calibrated from the
+    /// run).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) thresholds: std::path::PathBuf,
+    /// The end-to-end latency a request must finish within [default: the thresholds' p95
+    /// e2e guardrail].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) slo_e2e: Option<Duration>,
+    /// The share of requests, percent, that must meet the SLO outside the named transients.
+    #[arg(long, value_name = "PERCENT", default_value_t = 99.0)]
+    pub(crate) attainment: f64,
+    /// Tune on these traces (CSV time_s,rps) instead of the built-in suite.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub(crate) trace: Vec<std::path::PathBuf>,
+    /// Report these traces apart, never tuning on them [default with the built-in suite: its
+    /// held-out traces].
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub(crate) held_out: Vec<std::path::PathBuf>,
+    /// No held-out traces.
+    #[arg(long, conflicts_with = "held_out")]
+    pub(crate) no_held_out: bool,
+    /// The replicas.
+    #[command(flatten)]
+    pub(crate) replica: ReplicaArgs,
+    /// The clients.
+    #[command(flatten)]
+    pub(crate) clients: ClientArgs,
+    /// The seed of every random choice; every candidate meets the same arrivals.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// The output folder.
+    #[arg(long, value_name = "DIR", default_value = "inferscale-tune")]
+    pub(crate) out: std::path::PathBuf,
+    /// Print the result as JSON instead of the tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The cluster the policy is for (its names, replica bounds, cold start).
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
 }
 
 /// How a Service spreads requests.

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         cli::Command::Fidelity(args) => cmd::fidelity::run(&args),
         cli::Command::Scaler(args) => cmd::scaler::run(&args),
         cli::Command::Rehearse(args) => cmd::rehearse::run(&args),
+        cli::Command::Tune(args) => cmd::tune::run(&args),
         cli::Command::Completions(args) => cmd::docs::completions(args.shell),
         cli::Command::Man => cmd::docs::man(),
     };

@@ -132,6 +132,8 @@ fn the_built_in_signals_are_rehearsed_side_by_side() {
     let text = stdout(&o);
     for signal in [
         "signal:queue",
+        "signal:in-flight",
+        "signal:arrival-rate",
         "signal:running",
         "signal:kv-cache",
         "signal:gpu-util",

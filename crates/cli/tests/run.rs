@@ -81,19 +81,47 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
         "{text}"
     );
     assert!(text.contains("report.html"));
-    // It ends by rehearsing the ScaledObject it generated on a step to 2.5x capacity and back,
-    // and says how that went, in the summary and in the report.
+    // It tunes the scaling policy in the rehearsal and generates from what held: a
+    // proportional primary, no flap at a steady load, recorded in thresholds.json.
+    let p = &t["scaling"];
     assert!(
-        text.contains("rehearsal of the generated ScaledObject"),
-        "{text}"
+        p["primary"] == "in_flight" || p["primary"] == "arrival_rate",
+        "{p:#}"
     );
+    assert_eq!(p["tuned"]["steady_flaps"], 0, "{p:#}");
+    assert!(
+        p["tuned"]["worst_attainment"].as_f64() >= Some(0.99),
+        "{p:#}"
+    );
+    let so = std::fs::read_to_string(out.join("manifests/scaledobject.yaml")).unwrap();
+    assert!(
+        so.replace("\n# ", " ")
+            .contains("inferscale tune chose and rehearsed it"),
+        "{so}"
+    );
+    let tune = json(&out.join("tune.json"));
+    assert!(tune["chosen"].is_u64(), "{}", tune["statements"]);
+    assert!(out.join("tune.html").exists());
+    assert!(text.contains("tuning ("), "{text}");
+    // It ends by rehearsing the ScaledObject it generated, beside the seeds' shape, on a step
+    // to 2.5x capacity and back, with the generated alert rules evaluated, and says how that
+    // went, in the summary and in the report.
+    assert!(text.contains("rehearsal ("), "{text}");
     assert!(html.contains("Rehearsal of the generated ScaledObject"));
     let r = json(&out.join("rehearsal.json"));
+    let g = &r["generated"];
     assert!(
-        r["max_replicas"].as_u64() >= Some(3),
+        g["max_replicas"].as_u64() >= Some(3),
         "2.5x the capacity needs 3 replicas: {r:#}"
     );
-    assert_eq!(r["cycle_completed"], true, "{r:#}");
+    assert_eq!(g["cycle_completed"], true, "{r:#}");
+    assert_eq!(g["flaps"], 0, "{r:#}");
+    // Outside the step's start-up transient, the SLO holds.
+    assert!(g["slo_attainment_outside"].as_f64() >= Some(0.99), "{r:#}");
+    // The generated alerts fire while the step's queue is above their threshold.
+    let fired = g["alerts_fired"].as_array().unwrap();
+    assert!(fired.iter().any(|a| a == "HighQueueDepth"), "{r:#}");
+    assert_eq!(r["compare"].as_array().map(Vec::len), Some(2), "{r:#}");
     assert!(out.join("rehearsal.html").exists());
 }
 
@@ -101,7 +129,8 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
 /// start, merged): the same saturation point as one client.
 #[test]
 fn four_workers_find_the_same_saturation_point_as_one() {
-    let (out, o) = run_ok("workers", &["--workers", "4"]);
+    // The seeds' queue trigger: this test is about the split load, not the tuning.
+    let (out, o) = run_ok("workers", &["--workers", "4", "--signal", "queue"]);
     let t = json(&out.join("thresholds.json"));
     assert_eq!(t["status"], "saturated", "{t:#}");
     assert_eq!(t["saturation_rps"], 50.0, "{t:#}");

@@ -137,6 +137,31 @@ pub struct StepCost {
     pub memory_bound: f64,
 }
 
+/// A step time measured rather than derived from the hardware: a real server's steps, fitted
+/// from its measured latency at several loads (`fixed + per_seq × sequences + per_token ×
+/// tokens computed`). The scheduler around it is unchanged, so the replica still admits at
+/// most `max_num_seqs` requests and queues the rest: what the measured server did past its
+/// knee.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredStep {
+    /// Time of a step whatever its batch, seconds.
+    pub fixed_s: f64,
+    /// Time each sequence in the batch adds, seconds.
+    pub per_seq_s: f64,
+    /// Time each computed token adds (prefill chunks; a decoding sequence computes one),
+    /// seconds.
+    pub per_token_s: f64,
+}
+
+impl MeasuredStep {
+    /// The duration of a step of `s`.
+    pub fn step_s(&self, s: &StepShape) -> f64 {
+        self.fixed_s
+            + self.per_seq_s * f64::from(s.seqs())
+            + self.per_token_s * f64::from(s.tokens())
+    }
+}
+
 /// The step-time model of one engine configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostModel {
@@ -151,6 +176,8 @@ pub struct CostModel {
     pub overheads: Overheads,
     /// Zero-cost model (the `instant` profile): every step takes no time.
     instant: bool,
+    /// Steps timed by a fit to a measured server instead of the hardware.
+    measured: Option<MeasuredStep>,
     /// The weight bytes a step reads, for a dense model (the same at any batch).
     dense_weight_bytes: Option<f64>,
     /// Terms of every step that depend on the GPU and model only, taken once (each as the
@@ -224,7 +251,19 @@ impl CostModel {
             max_capture_size,
             overheads: Overheads::default(),
             instant: false,
+            measured: None,
         }
+    }
+
+    /// A model whose steps take what `m` says (a measured server), not what the GPU would.
+    pub fn measured(mut self, m: MeasuredStep) -> Self {
+        self.measured = Some(m);
+        self
+    }
+
+    /// The measured step fit, when steps are timed by one.
+    pub fn measured_step(&self) -> Option<&MeasuredStep> {
+        self.measured.as_ref()
     }
 
     /// A model in which nothing takes time (for benchmarking clients and servers).
@@ -272,6 +311,16 @@ impl CostModel {
     pub fn step(&self, s: &StepShape, clock_factor: f64) -> StepCost {
         if self.instant || s.seqs() == 0 {
             return StepCost::default();
+        }
+        if let Some(m) = &self.measured {
+            let t = m.step_s(s).max(0.0);
+            return StepCost {
+                total_s: t,
+                gpu_s: t,
+                bytes: 0.0,
+                flops: 0.0,
+                memory_bound: 1.0,
+            };
         }
         let tp = f64::from(self.tp);
         let g = &self.gpu;

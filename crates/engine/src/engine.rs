@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cost::{CostModel, Overheads, StepShape};
+use crate::cost::{CostModel, MeasuredStep, Overheads, StepShape};
 use crate::hardware::GpuSpec;
 use crate::kv::{
     BLOCK_SIZE, BlockKey, BlockPool, MemoryError, MemoryPlan, blocks_for, plan_memory,
@@ -117,6 +117,9 @@ pub struct EngineConfig {
     pub prefix_caching: bool,
     /// Steps take no time (the `instant` profile).
     pub instant: bool,
+    /// Steps take what a fit to a measured server says, not what the GPU and model would
+    /// ([`EngineConfig::measured`]).
+    pub measured: Option<MeasuredStep>,
     /// Output length when end-of-sequence is allowed.
     pub output_length: OutputLength,
     /// Warm-up behaviour.
@@ -152,6 +155,7 @@ impl EngineConfig {
             chunked_prefill: true,
             prefix_caching: true,
             instant: false,
+            measured: None,
             output_length: OutputLength::MaxTokens,
             warmup: Warmup::default(),
             cold_start: ColdStart::default(),
@@ -174,12 +178,53 @@ impl EngineConfig {
             self.max_num_batched_tokens,
         );
         c.overheads = self.overheads.clone();
-        if self.instant { c.instant() } else { c }
+        if self.instant {
+            c.instant()
+        } else if let Some(m) = self.measured {
+            c.measured(m)
+        } else {
+            c
+        }
+    }
+
+    /// A replica of a server known only by its measurement: steps timed by `step`, at most
+    /// `max_num_seqs` requests running, the rest queued. Its memory is not modelled (the KV
+    /// cache never limits it: what limited the measured server is in the fit), nor its
+    /// warm-up or start-up (a rehearsal's cluster gives the start-up), nor a frontend apart
+    /// from the steps (the fit includes it).
+    ///
+    /// `model` names what it serves (its `model_name` label); the GPU is not known (the
+    /// placeholder's numbers are never read: nothing here is derived from the hardware).
+    pub fn measured(step: MeasuredStep, max_num_seqs: u32, model: &str) -> EngineConfig {
+        let (Some(mut gpu), Some(mut spec)) = (
+            crate::hardware::find_gpu("H100"),
+            crate::model::find_model("Qwen3-0.6B"),
+        ) else {
+            unreachable!("the built-in tables hold H100 and Qwen3-0.6B")
+        };
+        gpu.name = "unknown".into();
+        gpu.product_name = "unknown (a measured server)".into();
+        spec.name = model.to_owned();
+        spec.hf_id = model.to_owned();
+        let mut c = EngineConfig::new(gpu, spec);
+        c.measured = Some(step);
+        c.max_num_seqs = max_num_seqs.max(1);
+        c.max_num_batched_tokens = u32::MAX / 4;
+        c.max_model_len = 1 << 20;
+        c.prefix_caching = false;
+        c.overheads.frontend_s = 0.0;
+        c.warmup = Warmup {
+            first_pass_s: 0.0,
+            idle_clock_fraction: 1.0,
+            clock_ramp_s: 1.0,
+            clock_decay_s: 1.0,
+        };
+        c
     }
 
     /// How the memory of one rank is laid out (the KV-cache size), or why it cannot be.
     pub fn memory_plan(&self) -> Result<MemoryPlan, MemoryError> {
-        if self.instant {
+        if self.instant || self.measured.is_some() {
             // No GPU to fill: a cache large enough never to be the limit.
             return Ok(MemoryPlan {
                 requested: 0.0,
@@ -208,7 +253,7 @@ impl EngineConfig {
 
     /// Seconds from process start until the server is ready.
     pub fn load_time_s(&self) -> f64 {
-        if self.instant {
+        if self.instant || self.measured.is_some() {
             return 0.0;
         }
         let c = &self.cold_start;
@@ -790,14 +835,6 @@ impl Engine {
         reason: FinishReason,
         events: &mut Vec<Event>,
     ) -> bool {
-        if let Some(pos) = self.waiting.iter().position(|r| r.id == id) {
-            if let Some(mut r) = self.waiting.remove(pos) {
-                Self::release(&mut self.pool, &mut r);
-                self.finish(r, reason, now.max(self.now), events);
-            }
-            self.stats.waiting = self.waiting_now();
-            return true;
-        }
         if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
             r.cancelled = Some(reason);
             self.cancel_pending = true;
@@ -825,7 +862,26 @@ impl Engine {
             }
             return true;
         }
+        if let Some(pos) = self.waiting_position(id) {
+            if let Some(mut r) = self.waiting.remove(pos) {
+                Self::release(&mut self.pool, &mut r);
+                self.finish(r, reason, now.max(self.now), events);
+            }
+            self.stats.waiting = self.waiting_now();
+            return true;
+        }
         false
+    }
+
+    /// Where request `id` waits. The queue is in id order but for a request preempted twice
+    /// in a row (first come, first served, and a preempted request goes back to the front),
+    /// so a binary search finds it in a queue of thousands (a client timing out the oldest
+    /// ones, which are near the front, in an overloaded rehearsal), and a scan the rest.
+    fn waiting_position(&self, id: u64) -> Option<usize> {
+        match self.waiting.binary_search_by_key(&id, |r| r.id) {
+            Ok(p) => Some(p),
+            Err(_) => self.waiting.iter().position(|r| r.id == id),
+        }
     }
 
     /// Puts `r` back in `running` at its place in the batch's order.

@@ -405,6 +405,34 @@ impl Fleet {
         Some(Routed { replica: r.id, id })
     }
 
+    /// Cancels request `id` on replica `replica` at `t` (its client gave up: vLLM aborts a
+    /// request whose connection closed, and its slot and blocks go to others). What the
+    /// engine reports (the abort) is appended to `events`. False when the replica or the
+    /// request is not there any more.
+    pub fn cancel(
+        &mut self,
+        replica: usize,
+        id: u64,
+        t: f64,
+        events: &mut Vec<FleetEvent>,
+    ) -> bool {
+        let Some(i) = self.replicas.iter().position(|r| r.id == replica) else {
+            return false;
+        };
+        self.now = self.now.max(t);
+        self.scratch.clear();
+        let r = &mut self.replicas[i];
+        let done = r
+            .engine
+            .cancel(id, t, crate::stats::FinishReason::Abort, &mut self.scratch);
+        self.due[i] = r.engine.next_event_time().unwrap_or(f64::INFINITY);
+        events.extend(self.scratch.iter().map(|&event| FleetEvent {
+            replica: r.id,
+            event,
+        }));
+        done
+    }
+
     /// When the next engine step on any replica ends without new input; `None` when all are
     /// idle.
     pub fn next_event_time(&self) -> Option<f64> {

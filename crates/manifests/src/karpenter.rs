@@ -62,7 +62,10 @@ pub fn gpu_limit(o: &Options) -> u64 {
 /// the HPA asks back within that time lands on a node that is up and skips the node's
 /// provisioning, and an idle GPU node costs at most that long per scale-in.
 pub fn consolidate_after_s(t: &Thresholds, o: &Options) -> u32 {
-    scale_down_window_s(t, o).saturating_add(o.cold_start_s)
+    match &o.policy {
+        Some(p) => p.consolidate_after_s,
+        None => scale_down_window_s(t, o).saturating_add(o.cold_start_s),
+    }
 }
 
 /// Seconds a new replica takes on a node that is already up (kept by `consolidateAfter`, or

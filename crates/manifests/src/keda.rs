@@ -2,6 +2,7 @@
 //! that scales correctly, explicit HPA behaviour, and no silent zeros.
 
 use inferscale_analysis::Thresholds;
+use inferscale_analysis::scaling::{Policy, Primary};
 use inferscale_catalog::Signal;
 
 use crate::Options;
@@ -33,12 +34,301 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-/// The HPA's scale-down stabilization window, seconds: the scale-in condition's duration, and
-/// at least a replica's cold start (a pod is not removed while its replacement would still be
-/// loading), at most the hour the HPA API allows. Karpenter's `consolidateAfter` is derived
-/// from it ([`crate::karpenter::consolidate_after_s`]).
+/// The HPA's scale-down stabilization window, seconds: the policy's, or for the seeds' shape
+/// the scale-in condition's duration and at least a replica's cold start (a pod is not
+/// removed while its replacement would still be loading), at most the hour the HPA API
+/// allows. Karpenter's `consolidateAfter` follows from it
+/// ([`crate::karpenter::consolidate_after_s`]).
 pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
-    t.scale_in.for_seconds.max(o.cold_start_s).min(3600)
+    match &o.policy {
+        Some(p) => p.scale_down.window_s.min(3600),
+        None => t.scale_in.for_seconds.max(o.cold_start_s).min(3600),
+    }
+}
+
+/// The primary trigger's query for a policy.
+pub fn primary_query(p: &Policy, o: &Options) -> String {
+    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    match p.primary {
+        Primary::InFlight => promql::in_flight(&sel),
+        Primary::ArrivalRate => promql::arrival_rate(&sel, ARRIVAL_WINDOW_S),
+        Primary::Queue => queue_query(o),
+    }
+}
+
+/// The window arrivals are counted over, seconds: eight scrapes of 15 s, so that a rate
+/// stands on several samples and still moves within a couple of minutes.
+pub const ARRIVAL_WINDOW_S: u32 = 120;
+
+fn reason<'a>(p: &'a Policy, key: &str) -> &'a str {
+    p.reasons.get(key).map_or("", String::as_str)
+}
+
+fn guardrail_trigger(o: &Options, guard: f64) -> Y {
+    map(vec![
+        ("type", s("prometheus")),
+        ("name", s("queue-time-guardrail")),
+        ("metricType", s("Value")),
+        (
+            "metadata",
+            map(vec![
+                ("serverAddress", s(o.prometheus_url.clone())),
+                ("query", Y::Block(guardrail_query(o))),
+                ("threshold", s(fmt_num(guard))),
+                ("ignoreNullValues", s("false")),
+            ]),
+        ),
+    ])
+    .comment(
+        "type",
+        format!(
+            "Guardrail: p95 time requests wait in vLLM's queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
+            fmt_num(guard)
+        ),
+    )
+}
+
+/// `scaledobject.yaml` from a scaling policy (`inferscale tune`'s, or one derived by rule):
+/// a proportional primary trigger, the queue as a booster, the queue-time guardrail.
+pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
+    let name = p.primary.key();
+    let mut primary = map(vec![
+        ("type", s("prometheus")),
+        ("name", s(name)),
+        ("metricType", s("AverageValue")),
+        (
+            "metadata",
+            map(vec![
+                ("serverAddress", s(o.prometheus_url.clone())),
+                ("query", Y::Block(primary_query(p, o))),
+                ("threshold", s(fmt_num(p.target))),
+                ("ignoreNullValues", s("false")),
+            ])
+            .comment(
+                "threshold",
+                format!(
+                    "{} {} per pod (AverageValue: the HPA asks for ceil(total / {})).\n{}",
+                    fmt_num(p.target),
+                    p.primary.unit(),
+                    fmt_num(p.target),
+                    reason(p, "target")
+                ),
+            )
+            .comment(
+                "ignoreNullValues",
+                "An empty result is an error, not 0: the fallback below takes over.",
+            ),
+        ),
+    ]);
+    primary = primary.comment(
+        "type",
+        match p.primary {
+            Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.",
+            Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.",
+            Primary::Queue => "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
+        },
+    );
+    let mut triggers = vec![primary];
+    if let Some(h) = p.horizon_s {
+        triggers.push(
+            map(vec![
+                ("type", s("prometheus")),
+                ("name", s(format!("{name}-ahead"))),
+                ("metricType", s("AverageValue")),
+                (
+                    "metadata",
+                    map(vec![
+                        ("serverAddress", s(o.prometheus_url.clone())),
+                        (
+                            "query",
+                            Y::Block(promql::ahead(&primary_query(p, o), "5m", h)),
+                        ),
+                        ("threshold", s(fmt_num(p.target))),
+                        ("ignoreNullValues", s("false")),
+                    ]),
+                ),
+            ])
+            .comment("type", format!("Anticipation: {}", reason(p, "horizon_s"))),
+        );
+    }
+    if let Some(q) = p.queue_booster {
+        triggers.push(
+            map(vec![
+                ("type", s("prometheus")),
+                ("name", s("queue-booster")),
+                ("metricType", s("AverageValue")),
+                (
+                    "metadata",
+                    map(vec![
+                        ("serverAddress", s(o.prometheus_url.clone())),
+                        ("query", s(queue_query(o))),
+                        ("threshold", s(q.to_string())),
+                        (
+                            "activationThreshold",
+                            s(t.activation.queue_depth.to_string()),
+                        ),
+                        ("ignoreNullValues", s("false")),
+                    ]),
+                ),
+            ])
+            .comment("type", format!("Booster: {}", reason(p, "queue_booster"))),
+        );
+    }
+    if let Some(g) = p.guardrail_s {
+        triggers.push(guardrail_trigger(o, g));
+    }
+    wrap(
+        t,
+        o,
+        triggers,
+        policy_behavior(p, false),
+        &format!(
+            "KEDA ScaledObject for the vLLM deployment: scale on {} per pod{}.",
+            match p.primary {
+                Primary::InFlight => "requests in flight",
+                Primary::ArrivalRate => "requests arriving per second",
+                Primary::Queue => "requests waiting",
+            },
+            if p.tuned.is_some() {
+                ", as inferscale tune chose and rehearsed it"
+            } else {
+                " (derived by rule; `inferscale tune` rehearses and tunes it)"
+            }
+        ),
+        p.polling_s,
+    )
+}
+
+/// `scaledobject.yaml` for `--scaler external` from a policy: one `external` trigger whose
+/// `desired_replicas` combines the primary, the booster and the guardrail in the scaler.
+pub fn policy_external_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
+    let signal = match p.primary {
+        Primary::InFlight => "in_flight",
+        Primary::ArrivalRate => "arrival_rate",
+        Primary::Queue => "queue_depth",
+    };
+    let mut meta = vec![
+        ("scalerAddress", s(scaler_address(o))),
+        ("service", s(o.service.clone())),
+        ("port", s(o.service_port.0.clone())),
+        ("metric", s("desired_replicas")),
+        ("signal", s(signal)),
+        ("target", s(fmt_num(p.target))),
+    ];
+    if let Some(h) = p.horizon_s {
+        meta.push(("horizon", s(format!("{h}s"))));
+    }
+    if let Some(q) = p.queue_booster {
+        meta.push(("queueTarget", s(q.to_string())));
+    }
+    if let Some(g) = p.guardrail_s {
+        meta.push(("latencyMetric", s("queue_time_p95")));
+        meta.push(("latencyTarget", s(format!("{}s", fmt_num(g)))));
+    }
+    meta.push(("window", s("2m")));
+    let trigger = map(vec![
+        ("type", s("external")),
+        ("name", s("desired-replicas")),
+        ("metricType", s("AverageValue")),
+        (
+            "metadata",
+            map(meta).comment(
+                "target",
+                format!(
+                    "{} {} per pod. {}.\nThe scaler answers the largest of ceil({signal} / {}){}{}{}; the HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+                    fmt_num(p.target),
+                    p.primary.unit(),
+                    reason(p, "target"),
+                    fmt_num(p.target),
+                    p.horizon_s.map_or(String::new(), |h| format!(
+                        " (its {signal} now, or as a line through its last five minutes predicts it {h} s ahead)"
+                    )),
+                    p.queue_booster
+                        .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
+                    p.guardrail_s.map_or(String::new(), |g| format!(
+                        " and, with the p95 queue time above {} s, ceil(pods x p95 / {})",
+                        fmt_num(g),
+                        fmt_num(g)
+                    )),
+                ),
+            ),
+        ),
+    ])
+    .comment(
+        "type",
+        "One trigger on inferscale scaler: the pods' own /metrics read at each poll, seconds\nfresher than a Prometheus scrape. No pods, or none answering: an error, and the fallback acts.",
+    );
+    wrap(
+        t,
+        o,
+        vec![trigger],
+        policy_behavior(p, true),
+        "KEDA ScaledObject for the vLLM deployment, through inferscale scaler (external trigger).",
+        p.polling_s,
+    )
+}
+
+fn policies(step: &inferscale_analysis::scaling::Step) -> Y {
+    let mut v = Vec::new();
+    if step.pods > 0 {
+        v.push(map(vec![
+            ("type", s("Pods")),
+            ("value", i(i64::from(step.pods))),
+            ("periodSeconds", i(i64::from(step.period_s))),
+        ]));
+    }
+    if step.percent > 0 {
+        v.push(map(vec![
+            ("type", s("Percent")),
+            ("value", i(i64::from(step.percent))),
+            ("periodSeconds", i(i64::from(step.period_s))),
+        ]));
+    }
+    Y::Seq(v)
+}
+
+/// The HPA behaviour a policy gives. With `exact`, the scale-up tolerance is 0 (a
+/// desired-replica metric at AverageValue 1 must move the HPA by one replica).
+fn policy_behavior(p: &Policy, exact: bool) -> Y {
+    let mut up = vec![
+        (
+            "stabilizationWindowSeconds",
+            i(i64::from(p.scale_up.window_s)),
+        ),
+        ("policies", policies(&p.scale_up)),
+        ("selectPolicy", s("Max")),
+    ];
+    if exact {
+        up.insert(0, ("tolerance", s("0")));
+    }
+    let mut up = map(up).comment(
+        "stabilizationWindowSeconds",
+        format!(
+            "{}.\nPolicies: {}.",
+            reason(p, "scale_up.window_s"),
+            reason(p, "scale_up.policies")
+        ),
+    );
+    if exact {
+        up = up.comment("tolerance", "desired_replicas is already a replica count: any difference from the current\ncount is a step to take (needs the HPAConfigurableTolerance gate, beta and on by\ndefault from Kubernetes 1.35; without it the cluster's 10 % applies).");
+    }
+    let down = map(vec![
+        (
+            "stabilizationWindowSeconds",
+            i(i64::from(p.scale_down.window_s)),
+        ),
+        ("policies", policies(&p.scale_down)),
+        ("selectPolicy", s("Min")),
+    ])
+    .comment(
+        "stabilizationWindowSeconds",
+        format!(
+            "{}.\nPolicies: {}.",
+            reason(p, "scale_down.window_s"),
+            reason(p, "scale_down.policies")
+        ),
+    );
+    map(vec![("scaleUp", up), ("scaleDown", down)])
 }
 
 /// `scaledobject.yaml`: the seeds' path, Prometheus triggers.
@@ -104,6 +394,7 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
         vec![queue_trigger, guard_trigger],
         behavior(t, o, false),
         "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
+        15,
     )
 }
 
@@ -163,6 +454,7 @@ pub fn external_scaled_object(t: &Thresholds, o: &Options) -> String {
         vec![trigger],
         behavior(t, o, true),
         "KEDA ScaledObject for the vLLM deployment, through inferscale scaler (external trigger).",
+        15,
     )
 }
 
@@ -240,7 +532,14 @@ fn behavior(t: &Thresholds, o: &Options, exact: bool) -> Y {
 }
 
 /// A ScaledObject around `triggers`: target, bounds, fallback, behaviour.
-fn wrap(t: &Thresholds, o: &Options, triggers: Vec<Y>, behavior: Y, what: &str) -> String {
+fn wrap(
+    t: &Thresholds,
+    o: &Options,
+    triggers: Vec<Y>,
+    behavior: Y,
+    what: &str,
+    polling_s: u32,
+) -> String {
     let failures = match o.scaler {
         crate::ScalerKind::Prometheus => "Prometheus down, series missing",
         crate::ScalerKind::External => "the scaler down, no pod answering",
@@ -259,7 +558,7 @@ fn wrap(t: &Thresholds, o: &Options, triggers: Vec<Y>, behavior: Y, what: &str) 
                 ("name", s(o.deployment.clone())),
             ]),
         ),
-        ("pollingInterval", i(15)),
+        ("pollingInterval", i(i64::from(polling_s))),
         ("cooldownPeriod", i(300)),
         ("minReplicaCount", i(i64::from(o.min_replicas))),
         ("maxReplicaCount", i(i64::from(o.max_replicas))),

@@ -60,6 +60,9 @@ pub struct Options {
     pub nodes: NodeOptions,
     /// Where the ScaledObject's values come from.
     pub scaler: ScalerKind,
+    /// The scaling policy the ScaledObject is written from (`None`: the seeds' shape, queue
+    /// depth primary).
+    pub policy: Option<inferscale_analysis::scaling::Policy>,
 }
 
 /// The ScaledObject's source of values.
@@ -134,6 +137,7 @@ impl Options {
             runbook_url: None,
             nodes: NodeOptions::default(),
             scaler: ScalerKind::Prometheus,
+            policy: None,
         }
     }
 }
@@ -589,8 +593,14 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
         File {
             path: "scaledobject.yaml".into(),
             contents: match o.scaler {
-                ScalerKind::Prometheus => keda::scaled_object(t, o),
-                ScalerKind::External => keda::external_scaled_object(t, o),
+                ScalerKind::Prometheus => match &o.policy {
+                    Some(p) => keda::policy_scaled_object(t, o, p),
+                    None => keda::scaled_object(t, o),
+                },
+                ScalerKind::External => match &o.policy {
+                    Some(p) => keda::policy_external_scaled_object(t, o, p),
+                    None => keda::external_scaled_object(t, o),
+                },
             },
         },
         File {

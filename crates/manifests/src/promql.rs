@@ -71,6 +71,45 @@ pub fn rate(signal: Signal, sel: &Sel, window: &str) -> String {
         .join(" or ")
 }
 
+/// `delta()` of a gauge over `window` (its change, extrapolated to the window's ends), with
+/// name fallback.
+pub fn delta(signal: Signal, sel: &Sel, window: &str) -> String {
+    vllm_names(signal)
+        .iter()
+        .map(|n| format!("delta({n}{}[{window}])", sel.braces()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// Requests in flight on the selected pods: running plus waiting, one series (empty when
+/// either is missing, so that a trigger reading it errs rather than reads 0).
+pub fn in_flight(sel: &Sel) -> String {
+    format!(
+        "sum({}) + sum({})",
+        series(Signal::Running, sel),
+        series(Signal::QueueDepth, sel)
+    )
+}
+
+/// Requests arriving per second on the selected pods, over `window_s`: those that ended
+/// (however they ended) plus the growth of those in flight (requests are conserved), so a
+/// load the pods cannot serve still shows in full.
+pub fn arrival_rate(sel: &Sel, window_s: u32) -> String {
+    let w = format!("{}m", window_s / 60);
+    format!(
+        "sum({})\n+ (sum({}) + sum({})) / {window_s}",
+        rate(Signal::RequestsOk, sel, &w),
+        delta(Signal::Running, sel, &w),
+        delta(Signal::QueueDepth, sel, &w)
+    )
+}
+
+/// `expr` predicted `horizon_s` seconds ahead by a straight line through its last
+/// `window` (sampled every 15 s, a Prometheus scrape): `predict_linear` over a subquery.
+pub fn ahead(expr: &str, window: &str, horizon_s: u32) -> String {
+    format!("predict_linear(\n  ({expr})[{window}:15s],\n  {horizon_s}\n)")
+}
+
 /// The bucket rates of a histogram summed by `le` (and `by`), with name fallback.
 pub fn bucket_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
     let inner = vllm_names(signal)

@@ -419,3 +419,66 @@ fn bad_node_options_are_refused_with_the_flag() {
         assert!(e.to_string().contains(flag), "{flag}: {e}");
     }
 }
+
+/// thresholds.json as `inferscale run` leaves it: tuned (`scaling`).
+fn tuned() -> Thresholds {
+    serde_json::from_str(&testdata("runs/thresholds-tuned.json")).unwrap()
+}
+
+#[test]
+fn the_tuned_policy_is_written_validated_and_explained() {
+    let t = tuned();
+    let p = t.scaling.clone().unwrap();
+    for scaler in [
+        inferscale_manifests::ScalerKind::Prometheus,
+        inferscale_manifests::ScalerKind::External,
+    ] {
+        let mut o = options();
+        o.model_name = t.source.model.clone();
+        o.policy = Some(p.clone());
+        o.max_replicas = p.max_replicas.unwrap();
+        o.scaler = scaler;
+        let files = generate(&t, &o).unwrap();
+        let so = files
+            .iter()
+            .find(|f| f.path == "scaledobject.yaml")
+            .unwrap();
+        insta::assert_snapshot!(
+            format!("tuned-{:?}-scaledobject.yaml", scaler).to_lowercase(),
+            so.contents
+        );
+        let doc = yaml(&so.contents);
+        assert_eq!(object(&doc), Vec::new());
+        assert!(
+            lint(&doc)
+                .iter()
+                .all(|f| f.severity != inferscale_manifests::validate::Severity::Error),
+            "{}",
+            joined(&lint(&doc))
+        );
+        // The choices carry their reasons, and the numbers are the policy's.
+        assert!(
+            so.contents
+                .contains(&format!("threshold: \"{}\"", p.target))
+                || scaler == inferscale_manifests::ScalerKind::External
+        );
+        assert!(so.contents.contains("stabilizationWindowSeconds: 300"));
+        assert!(
+            so.contents
+                .replace("\n# ", " ")
+                .contains("inferscale tune chose and rehearsed it")
+                || scaler == inferscale_manifests::ScalerKind::External
+        );
+        // The NodePool consolidates as the policy says.
+        let pool = files
+            .iter()
+            .find(|f| f.path == "karpenter-nodepool.yaml")
+            .unwrap();
+        assert_eq!(consolidate_after_s(&t, &o), p.consolidate_after_s);
+        assert!(
+            pool.contents.contains("consolidateAfter: 5m"),
+            "{}",
+            pool.contents
+        );
+    }
+}

@@ -519,6 +519,27 @@ fn instant_rate(points: &[Point], per_second: bool) -> Option<f64> {
     Some(v)
 }
 
+/// Least-squares slope (per second) of `p` and its value at time `at` (milliseconds), as
+/// Prometheus' `deriv` and `predict_linear` compute them; `None` below two points.
+fn regression(p: &[Point], at: i64) -> Option<(f64, f64)> {
+    if p.len() < 2 {
+        return None;
+    }
+    let n = p.len() as f64;
+    let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+    for q in p {
+        let x = (q.t - at) as f64 / 1000.0;
+        sx += x;
+        sy += q.v;
+        sxy += x * q.v;
+        sxx += x * x;
+    }
+    let cov = sxy - sx * sy / n;
+    let var = sxx - sx * sx / n;
+    let slope = cov / var;
+    (var != 0.0).then(|| (slope, sy / n - slope * sx / n))
+}
+
 /// The running mean Prometheus keeps for `avg` and `avg_over_time` (2.x), which avoids the
 /// overflow of a plain sum.
 fn running_mean(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -725,6 +746,15 @@ impl<'s> Ctx<'s> {
             "delta" => self.over_window(c, t, false, |p, w| extrapolated(p, w, false, false)),
             "irate" => self.over_window(c, t, false, |p, _| instant_rate(p, true)),
             "idelta" => self.over_window(c, t, false, |p, _| instant_rate(p, false)),
+            "deriv" => self.over_window(c, t, false, move |p, _| {
+                regression(p, t).map(|(slope, _)| slope)
+            }),
+            "predict_linear" => {
+                let ahead = self.scalar(self.arg(c, 1)?, t, &ctx)?;
+                self.over_window(c, t, false, move |p, _| {
+                    regression(p, t).map(|(slope, at)| at + slope * ahead)
+                })
+            }
             "sum_over_time" => {
                 self.over_window(c, t, false, |p, _| Some(p.iter().map(|p| p.v).sum()))
             }

@@ -216,6 +216,26 @@ fn queries() -> Vec<(String, String)> {
         .filter(|f| !f.path.ends_with(".test.yaml"))
         .map(|f| (f.path, f.contents))
         .collect();
+    // The proportional policies' triggers too: requests in flight, arrivals (rate and delta),
+    // each predicted ahead by predict_linear over a subquery.
+    for primary in [
+        inferscale_analysis::scaling::Primary::InFlight,
+        inferscale_analysis::scaling::Primary::ArrivalRate,
+    ] {
+        let mut p =
+            inferscale_analysis::scaling::Policy::derive(&thresholds, primary, 0.8, 50.0, 270.0, 1);
+        p.horizon_s = Some(330);
+        let mut o = options.clone();
+        o.policy = Some(p);
+        sources.push((
+            format!("{} policy: scaledobject.yaml", primary.key()),
+            inferscale_manifests::keda::policy_scaled_object(
+                &thresholds,
+                &o,
+                o.policy.as_ref().unwrap(),
+            ),
+        ));
+    }
     for (name, path) in [
         (
             "seeds: keda-scaledobject.yaml",

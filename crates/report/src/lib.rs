@@ -5,6 +5,7 @@ pub mod html;
 pub mod rehearsal;
 pub mod svg;
 pub mod text;
+pub mod tune;
 
 pub use html::render;
 pub use text::summary;

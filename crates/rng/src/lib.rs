@@ -50,6 +50,44 @@ pub fn mix(words: &[u64]) -> u64 {
     h
 }
 
+/// Hashing for keys that are small integers or already hashes (a request's replica and id,
+/// a prefix-cache block's key): one multiply-and-fold per word. Not for keys an adversary
+/// chooses; the simulation's own keys are not, and SipHash cost a fifth of a rehearsal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FastHash;
+
+impl std::hash::BuildHasher for FastHash {
+    type Hasher = FastHasher;
+    fn build_hasher(&self) -> FastHasher {
+        FastHasher(0)
+    }
+}
+
+/// [`FastHash`]'s hasher.
+#[derive(Debug, Clone, Copy)]
+pub struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        let x = u128::from(self.0) * 0x9E37_79B9_7F4A_7C15;
+        (x as u64) ^ ((x >> 64) as u64)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +102,17 @@ mod tests {
         let m2: f64 = (0..10_000).map(|_| a.normal().powi(2)).sum::<f64>() / 10_000.0;
         assert!((m2 - 1.0).abs() < 0.05);
         assert_ne!(mix(&[1, 2]), mix(&[2, 1]));
+    }
+
+    #[test]
+    fn the_fast_hash_spreads_neighbouring_keys() {
+        use std::hash::BuildHasher;
+        let h = |k: (u64, u32)| FastHash.hash_one(k);
+        let mut seen: Vec<u64> = (0..1000u64).map(|i| h((i, 0)) >> 54).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        // 1000 keys over the top 10 bits' 1024 values: most of them used.
+        assert!(seen.len() > 500, "{}", seen.len());
+        assert_ne!(h((1, 2)), h((2, 1)));
     }
 }

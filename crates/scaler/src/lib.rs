@@ -3,9 +3,10 @@
 //! (`proto/externalscaler.proto`: the package, service, messages and field numbers KEDA
 //! v2.17+ uses).
 //!
-//! - [`metadata`]: a trigger's `scalerMetadata`, read strictly (errors name the key).
-//! - [`decide`]: from the pods' scrapes to the value, with the failure semantics (some pods
-//!   failing: computed from the rest; all failing or none: an error, never a silent 0).
+//! - [`metadata`] and [`decide`] (pure, in `inferscale-autoscale`, which rehearses the same
+//!   computation): a trigger's `scalerMetadata`, read strictly (errors name the key), and
+//!   from the pods' scrapes to the value, with the failure semantics (some pods failing:
+//!   computed from the rest; all failing or none: an error, never a silent 0).
 //! - [`scrape`]: the pods scraped concurrently, each with a timeout, answers cached briefly.
 //! - [`discover`]: a Service's pods from its EndpointSlices, listed then watched.
 //! - [`service`]: the four calls, and the value the HTTP side serves.
@@ -14,15 +15,15 @@
 //! - [`http`]: `/metrics`, `/healthz` and the JSON of KEDA's `metrics-api` trigger.
 //! - [`metrics`]: the scaler's own metrics.
 
-pub mod decide;
 pub mod discover;
 pub mod grpc;
 pub mod http;
-pub mod metadata;
 pub mod metrics;
 pub mod proto;
 pub mod scrape;
 pub mod service;
+
+pub use inferscale_autoscale::external::{decide, metadata};
 
 pub use decide::{Answer, History, NoValue, PodResult, answer, desired_replicas};
 pub use metadata::{Config, MetadataError, Metric, Pods};

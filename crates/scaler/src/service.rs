@@ -8,13 +8,13 @@
 //! engages; a Service named without Kubernetes credentials is `FailedPrecondition`. Never
 //! a made-up 0.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::decide::{Answer, answer, signals};
+use crate::decide::{Answer, TREND_WINDOW_S, Trend, answer, answer_at, signals};
 use crate::discover::{Discovery, Kube};
 use crate::grpc::{Code, ServerStream, Status};
 use crate::metadata::{Config, Metric, Pods as Where};
@@ -56,6 +56,9 @@ pub struct Scaler {
     discovery: Option<Arc<Discovery>>,
     metrics: Arc<Metrics>,
     options: Options,
+    /// Each trigger's recent signal (by ScaledObject and metadata), for a `horizon`.
+    trends: Arc<Mutex<HashMap<String, Trend>>>,
+    started: Instant,
 }
 
 /// A trigger's value, with what it stands on.
@@ -109,6 +112,8 @@ impl Scaler {
             discovery: options.kube.clone().map(Discovery::new),
             metrics,
             options,
+            trends: Arc::default(),
+            started: Instant::now(),
         }
     }
 
@@ -152,7 +157,20 @@ impl Scaler {
             .pods
             .read_within(&urls, config.window_s, timeout, &signals(&config))
             .await;
-        let answer = answer(&config, results).map_err(|e| Status::unavailable(e.to_string()))?;
+        let answer = if config.horizon_s.is_some() {
+            let key = format!("{namespace}/{name}/{meta:?}");
+            let now = self.started.elapsed().as_secs_f64();
+            let mut trends = self.trends.lock().unwrap_or_else(PoisonError::into_inner);
+            // A trigger no call has read for the trend's window is forgotten.
+            trends.retain(|k, t| {
+                k == &key || t.last_at().is_some_and(|at| now - at < TREND_WINDOW_S)
+            });
+            let trend = trends.entry(key).or_default();
+            answer_at(&config, results, Some((trend, now)))
+        } else {
+            answer(&config, results)
+        }
+        .map_err(|e| Status::unavailable(e.to_string()))?;
         self.metrics.served(
             namespace,
             name,

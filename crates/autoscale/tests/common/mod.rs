@@ -5,7 +5,7 @@
 
 use inferscale_autoscale::cluster::{ClusterSpec, Delay};
 use inferscale_autoscale::keda::KedaSpec;
-use inferscale_autoscale::rehearse::Setup;
+use inferscale_autoscale::rehearse::{Client, Setup};
 use inferscale_engine::fleet::Routing;
 use inferscale_engine::{EngineConfig, RequestSpec, profile};
 use inferscale_sim::FleetExporters;
@@ -48,6 +48,9 @@ pub(crate) fn setup(duration_s: f64) -> Setup {
             initial_nodes: 1,
         },
         rules: Vec::new(),
+        client: Client::PATIENT,
+        transients: Vec::new(),
+        judge_from_s: 0.0,
         engine,
     }
 }

@@ -15,4 +15,5 @@ pub(crate) mod run;
 pub(crate) mod scaler;
 pub(crate) mod scrape;
 pub(crate) mod sim;
+pub(crate) mod tune;
 pub(crate) mod warmup;

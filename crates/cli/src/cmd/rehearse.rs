@@ -11,7 +11,6 @@ use inferscale_autoscale::keda::KedaSpec;
 use inferscale_autoscale::rehearse::{Outcome, Setup, rehearse};
 use inferscale_autoscale::traffic::Traffic;
 use inferscale_engine::fleet::Routing;
-use inferscale_engine::{EngineConfig, RequestSpec};
 use inferscale_sim::FleetExporters;
 
 use crate::cli::{RehearseArgs, RoutingArg};
@@ -68,20 +67,6 @@ fn apply_nodepool(path: &std::path::Path, c: &mut ClusterSpec) -> Result<()> {
     Ok(())
 }
 
-/// The engine of a named profile.
-pub(crate) fn engine(profile: &str) -> Result<EngineConfig> {
-    inferscale_engine::profile(profile).ok_or_else(|| {
-        anyhow!(
-            "unknown profile {profile:?}; the profiles are: {}",
-            inferscale_engine::PROFILES
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })
-}
-
 /// Runs the command.
 pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     let outs: Vec<&std::path::Path> = [&a.timeline_out, &a.html_out]
@@ -93,8 +78,10 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     for p in &outs {
         check_writable(p)?;
     }
-    let engine = engine(&a.profile)?;
     let thresholds = a.thresholds.as_deref().map(read_thresholds).transpose()?;
+    let replica = crate::job::replica::resolve(&a.replica, thresholds.as_ref())?;
+    eprintln!("replicas: {}", replica.about);
+    let engine = replica.engine;
     let traffic = match (&a.trace, &a.pattern) {
         (Some(p), _) => read_trace(p)?,
         (None, Some(spec)) => Traffic::pattern(spec, |d| {
@@ -103,7 +90,15 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow!("--pattern: {e}"))?,
         (None, None) => bail!("give the traffic: --trace FILE or --pattern SPEC"),
     };
-    let duration_s = a.duration.map_or(traffic.natural_end() + 1800.0, secs);
+    let warm = a.warm_in.map_or(0.0, secs);
+    let traffic = if warm > 0.0 {
+        traffic.warmed(warm)
+    } else {
+        traffic
+    };
+    let duration_s = a
+        .duration
+        .map_or(traffic.natural_end() + 1800.0, |d| secs(d) + warm);
     if duration_s <= 0.0 || duration_s > 31.0 * 86400.0 {
         bail!("--duration {duration_s} s: expected more than 0 s and at most 31 days");
     }
@@ -121,11 +116,7 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
         None => (Vec::new(), None),
     };
     let setup = Setup {
-        request: RequestSpec {
-            prompt_tokens: a.prompt_tokens,
-            max_tokens: a.max_tokens,
-            ignore_eos: true,
-        },
+        request: crate::job::replica::request(a.prompt_tokens, a.max_tokens, thresholds.as_ref()),
         routing: match a.routing {
             RoutingArg::Random => Routing::Random,
             RoutingArg::RoundRobin => Routing::RoundRobin,
@@ -157,12 +148,21 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
                 .div_ceil((a.gpus_per_node / engine.tensor_parallel_size.max(1)).max(1)),
         },
         rules,
+        client: crate::job::replica::client(&a.clients),
+        transients: Vec::new(),
+        judge_from_s: warm,
         engine,
     };
     let mut setup = setup;
     if let Some(p) = &a.nodepool {
         apply_nodepool(p, &mut setup.cluster)?;
     }
+    let c = &setup.cluster;
+    let startup =
+        c.node_provisioning.mean() + c.image_pull.mean() + c.model_load.mean() + c.warmup.mean();
+    let capacity = thresholds
+        .as_ref()
+        .and_then(|t| t.capacity_rps.or(t.saturation_rps));
     if setup.cluster.gpus_per_pod > setup.cluster.gpus_per_node {
         bail!(
             "--gpus-per-node {}: the profile's replicas need {} GPUs each",
@@ -191,8 +191,13 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             + setup.cluster.model_load.mean()
             + setup.cluster.warmup.mean())
         .ceil() as u32;
-        let derived = inferscale_autoscale::signals::derived(t, &o, setup.engine.max_num_seqs)
-            .map_err(|e| anyhow!("the ScaledObject the signals derive from: {e}"))?;
+        let capacity = t
+            .capacity_rps
+            .or(t.saturation_rps)
+            .ok_or_else(|| anyhow!("--compare-signals: the thresholds have no capacity"))?;
+        let derived =
+            inferscale_autoscale::signals::derived(t, &o, setup.engine.max_num_seqs, capacity)
+                .map_err(|e| anyhow!("the ScaledObject the signals derive from: {e}"))?;
         for d in derived {
             let k = KedaSpec::from_object(&d.object)
                 .map_err(|e| anyhow!("the derived {} ScaledObject: {e}", d.name))?;
@@ -209,9 +214,12 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             duration_s / 3600.0
         );
         let mut sim = FleetExporters::new(&setup.engine, &model_name);
-        let out = rehearse(&setup, &k, &traffic, &mut sim, &mut |t| {
+        let mut out = rehearse(&setup, &k, &traffic, &mut sim, &mut |t| {
             eprintln!("  {label}: {:.0} h simulated", t / 3600.0);
         })?;
+        if let Some(c) = capacity {
+            crate::job::rehearse::set_apart(&mut out, &traffic, startup, c, setup.judge_from_s);
+        }
         eprintln!("  done in {:.1} s", started.elapsed().as_secs_f64());
         outcomes.push((label, out));
     }

@@ -17,9 +17,7 @@ use crate::job::analysis::{degraded, simulator_fell_behind, write as write_analy
 use crate::job::load::{Resolved, Workers, execute};
 use crate::job::manifests::write as write_manifests;
 use crate::job::rehearse::standard;
-use crate::output::check_writable;
-use crate::output::emit;
-use crate::output::write_all;
+use crate::output::{check_writable, emit, write_all};
 
 /// The embedded simulator's default speed-up: the seeds' 14-minute method in about 2 minutes.
 pub(crate) const DEFAULT_SPEEDUP: f64 = 10.0;
@@ -152,6 +150,71 @@ fn worker_args(a: &RunArgs, url: &str, speedup: f64) -> Vec<std::ffi::OsString> 
     v
 }
 
+/// The replica calibrated from a real server's measurement, and how well it reproduces the
+/// measured steps.
+fn calibration_text(
+    fit: &inferscale_analysis::replica::ReplicaFit,
+    engine: &inferscale_engine::EngineConfig,
+) -> String {
+    let checks = inferscale_autoscale::replica::check(fit, engine, 1);
+    let (thr, p50) = inferscale_autoscale::replica::errors(fit, &checks);
+    let pct = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.1} %", v * 100.0));
+    format!(
+        "\nreplica model for the rehearsal, calibrated from this measurement: {:.2} ms a step + {:.4} ms per running request, at most {} running ({}), {} prompt and {} output tokens a request: {:.1} req/s at saturation\nhow it reproduces the measured steps (median error on the sustained ones: throughput {}, e2e p50 {}):\n{}",
+        fit.step_fixed_s * 1e3,
+        fit.step_per_seq_s * 1e3,
+        fit.max_concurrency,
+        match fit.limit_from {
+            inferscale_analysis::replica::LimitSource::MaxNumSeqs => "the engine's max_num_seqs",
+            inferscale_analysis::replica::LimitSource::RunningWhileSaturated =>
+                "the most it ran while saturated",
+            inferscale_analysis::replica::LimitSource::Capacity => "from its capacity",
+        },
+        fit.prompt_tokens,
+        fit.output_tokens,
+        fit.capacity_rps,
+        pct(thr),
+        pct(p50),
+        inferscale_autoscale::replica::table(&checks)
+    )
+}
+
+/// `run`'s tuning: the built-in suite, the OpenAI SDK's clients, the run's cluster flags.
+fn tune_for_run(
+    a: &RunArgs,
+    t: &inferscale_analysis::Thresholds,
+    replica: &crate::job::replica::Replica,
+) -> Result<(
+    inferscale_autoscale::tune::TuneReport,
+    Option<inferscale_analysis::scaling::Policy>,
+)> {
+    let o = crate::job::manifests::options(t, &a.cluster)?;
+    crate::job::tune::run(crate::job::tune::Ask {
+        thresholds: t,
+        options: o,
+        max_given: a.cluster.max_replicas.is_some(),
+        replica,
+        client: inferscale_autoscale::rehearse::Client::OPENAI_SDK,
+        slo_e2e_s: None,
+        attainment: 0.99,
+        suite: None,
+        held_out: None,
+        seed: 1,
+    })
+}
+
+/// A few lines on the tuning for the terminal.
+fn tune_summary(r: &inferscale_autoscale::tune::TuneReport) -> String {
+    let mut s = format!(
+        "tuning ({} rehearsals; one replica holds {:.1} req/s within the {} s SLO):\n",
+        r.rehearsals, r.capacity_slo_rps, r.slo_e2e_s
+    );
+    for st in &r.statements {
+        s.push_str(&format!("  - {st}\n"));
+    }
+    s
+}
+
 /// Runs the command. A run refused before it began leaves no output folder behind.
 pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
     let fresh = !a.out.exists();
@@ -186,7 +249,7 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (report, written, manifests) = rt.block_on(async {
+    let (report, written) = rt.block_on(async {
         let mut embedded = None;
         let mut sim_cfg = None;
         let (url, speedup) = match &a.url {
@@ -233,37 +296,85 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         let out = execute(resolved, &run_json, None, false).await?;
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
-        let kept = || {
-            format!(
-                "the measurement is kept in {}, but what follows from it could not be written",
-                run_json.display()
-            )
-        };
         let written = write_analysis(&out.report, &a.out, a.peak_rps)
+            .with_context(|| {
+                format!(
+                    "the measurement is kept in {}, but what follows from it could not be written",
+                    run_json.display()
+                )
+            })
+            .after_start()?;
+        Ok::<_, anyhow::Error>((out.report, written))
+    })?;
+    let kept = || {
+        format!(
+            "the measurement is kept in {}, but what follows from it could not be written",
+            a.out.join("run.json").display()
+        )
+    };
+    let mut tuned = None;
+    let mut calibration = String::new();
+    let (manifests, replica) = match &written.analysis.thresholds {
+        Ok(t) => {
+            let replica = crate::job::replica::resolve(
+                &crate::cli::ReplicaArgs {
+                    profile: None,
+                    measured_replica: false,
+                },
+                Some(t),
+            )
             .with_context(kept)
             .after_start()?;
-        let manifests = match &written.analysis.thresholds {
-            Ok(t) => {
-                let dir = a.out.join("manifests");
-                Some(
-                    write_manifests(t, &a.cluster, &dir)
-                        .map(|_| dir)
-                        .with_context(kept)
-                        .after_start()?,
-                )
+            if replica.profile.is_none()
+                && let Some(fit) = &t.replica
+            {
+                calibration = calibration_text(fit, &replica.engine);
+                eprint!("{calibration}");
             }
-            Err(_) => None,
-        };
-        Ok::<_, anyhow::Error>((out.report, written, manifests))
-    })?;
-    let rehearsal = match (&written.analysis.thresholds, &manifests) {
-        (Ok(t), Some(dir)) => {
+            let mut t = t.clone();
+            if a.cluster.signal == crate::cli::SignalArg::Tuned && t.scaling.is_none() {
+                eprintln!(
+                    "tune: the scaling policy, searched in the rehearsal (inferscale tune; --signal queue skips it)"
+                );
+                let (report, policy) = tune_for_run(a, &t, &replica)
+                    .with_context(kept)
+                    .after_start()?;
+                t.scaling = policy;
+                let mut files = vec![
+                    (
+                        a.out.join("tune.json"),
+                        (serde_json::to_string_pretty(&report)? + "\n").into_bytes(),
+                    ),
+                    (
+                        a.out.join("tune.html"),
+                        inferscale_report::tune::render(&report, &t.source.model, &replica.about)
+                            .into_bytes(),
+                    ),
+                ];
+                if t.scaling.is_some() {
+                    files.push((
+                        a.out.join("thresholds.json"),
+                        (serde_json::to_string_pretty(&t)? + "\n").into_bytes(),
+                    ));
+                }
+                write_all(&files).with_context(kept).after_start()?;
+                tuned = Some(report);
+            }
+            let dir = a.out.join("manifests");
+            write_manifests(&t, &a.cluster, &dir)
+                .with_context(kept)
+                .after_start()?;
+            (Some((dir, t)), Some(replica))
+        }
+        Err(_) => (None, None),
+    };
+    let rehearsal = match (&manifests, &replica) {
+        (Some((dir, t)), Some(replica)) => {
             eprintln!(
-                "rehearsal: the generated ScaledObject under a step to 2.5× the capacity and back, in virtual time"
+                "rehearsal: the generated ScaledObject and the seeds' shape under a step to 2.5× the capacity and back, in virtual time"
             );
-            let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
             let o = crate::job::manifests::options(t, &a.cluster)?;
-            match standard(t, &o, &dir.join("scaledobject.yaml"), profile, &a.out) {
+            match standard(t, &o, dir, replica, &a.out) {
                 Ok(v) => {
                     let page =
                         inferscale_report::html::render_with(&report, &written.analysis, &v.html);
@@ -279,6 +390,11 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         _ => None,
     };
     let mut text = inferscale_report::summary(&report, &written.analysis);
+    text.push_str(&calibration);
+    if let Some(r) = &tuned {
+        text.push('\n');
+        text.push_str(&tune_summary(r));
+    }
     if let Some(v) = &rehearsal {
         text.push('\n');
         text.push_str(&v.text);
@@ -305,7 +421,13 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
             a.out.join("rehearsal.html").display()
         ));
     }
-    if let Some(m) = &manifests {
+    if tuned.is_some() {
+        text.push_str(&format!(
+            "  {}  the tuning: every policy tried on every trace\n",
+            a.out.join("tune.html").display()
+        ));
+    }
+    if let Some((m, _)) = &manifests {
         text.push_str(&format!(
             "  {}/  KEDA, alerts, dashboards, Deployment patches: see its README.md\n",
             m.display()

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow};
 use inferscale_analysis::Thresholds;
 use inferscale_manifests::Options;
 
-use crate::cli::ClusterArgs;
+use crate::cli::{ClusterArgs, SignalArg};
 use crate::output::write_all;
 
 /// Reads thresholds.json, naming the field when something is missing or malformed.
@@ -47,14 +47,80 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
             inferscale_manifests::MAX_REPLICAS
         ));
     }
-    from_flags(c, max, t.scale_out.p95_e2e_seconds, &t.source.model)
+    let profile = crate::job::replica::measured_profile(t);
+    let mut o = from_flags(
+        c,
+        max,
+        t.scale_out.p95_e2e_seconds,
+        &t.source.model,
+        profile.as_deref(),
+    )?;
+    o.policy = policy(t, c.signal, &o);
+    if let Some(p) = &mut o.policy {
+        // The flags win: --min-replicas is the floor written, and --max-replicas the ceiling;
+        // without it, the room the tuning needed.
+        p.min_replicas = o.min_replicas;
+        if c.max_replicas.is_none()
+            && let Some(m) = p.max_replicas
+        {
+            o.max_replicas = o
+                .max_replicas
+                .max(m)
+                .min(inferscale_manifests::MAX_REPLICAS);
+        }
+    }
+    Ok(o)
+}
+
+/// The scaling policy `--signal` asks for: the thresholds' tuned one (or, without one, the
+/// proportional one derived by rule), a derived one of the named signal (the tuned one when
+/// it is of that signal), or none (the seeds' shape).
+pub(crate) fn policy(
+    t: &Thresholds,
+    signal: SignalArg,
+    o: &Options,
+) -> Option<inferscale_analysis::scaling::Policy> {
+    use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
+    let primary = match signal {
+        SignalArg::Queue => return None,
+        SignalArg::Tuned => {
+            if let Some(p) = &t.scaling {
+                return Some(p.clone());
+            }
+            Primary::InFlight
+        }
+        SignalArg::InFlight => Primary::InFlight,
+        SignalArg::ArrivalRate => Primary::ArrivalRate,
+    };
+    if let Some(p) = t.scaling.as_ref().filter(|p| p.primary == primary) {
+        return Some(p.clone());
+    }
+    let capacity = t
+        .scaling
+        .as_ref()
+        .map(|p| p.capacity_rps)
+        .or(t.capacity_rps)
+        .or(t.saturation_rps)?;
+    let u = t
+        .scaling
+        .as_ref()
+        .and_then(|p| p.utilisation)
+        .unwrap_or(DEFAULT_UTILISATION);
+    Some(Policy::derive(
+        t,
+        primary,
+        u,
+        capacity,
+        f64::from(o.cold_start_s),
+        o.min_replicas,
+    ))
 }
 
 /// Checks the flags that need no measurement (names, ports, replica bounds, the SLO, URLs),
 /// so that `run` refuses them before the first request rather than after the run.
 pub(crate) fn check_flags(c: &ClusterArgs) -> Result<()> {
     let max = c.max_replicas.unwrap_or(c.min_replicas.max(1));
-    let o = from_flags(c, max, 5.0, "model")?;
+    let o = from_flags(c, max, 5.0, "model", None)?;
     inferscale_manifests::check(&o)?;
     Ok(())
 }
@@ -63,10 +129,16 @@ pub(crate) fn check_flags(c: &ClusterArgs) -> Result<()> {
 pub(crate) fn load_job_options(c: &ClusterArgs) -> Result<Options> {
     let max = c.max_replicas.unwrap_or(c.min_replicas.max(1));
     let model = c.model_name.clone().unwrap_or_else(|| "model".into());
-    from_flags(c, max, 5.0, &model)
+    from_flags(c, max, 5.0, &model, None)
 }
 
-fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Options> {
+fn from_flags(
+    c: &ClusterArgs,
+    max: u32,
+    slo_s: f64,
+    model: &str,
+    profile: Option<&str>,
+) -> Result<Options> {
     if c.service.is_none()
         && inferscale_manifests::validate::rfc1123_subdomain(&c.deployment).is_ok()
         && let Err(e) = inferscale_manifests::validate::rfc1123_label(&c.deployment)
@@ -89,7 +161,7 @@ fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Opti
         min_replicas: c.min_replicas,
         max_replicas: max,
         slo_p95_e2e_s: c.slo_p95_e2e.map_or(slo_s, |d| d.as_secs_f64()),
-        cold_start_s: u32::try_from(c.cold_start.as_secs()).unwrap_or(u32::MAX),
+        cold_start_s: crate::job::replica::cold_start_s(c.cold_start, profile),
         max_model_len: c.max_model_len.unwrap_or(0),
         inferscale_image: c.inferscale_image.clone(),
         runbook_url: c.runbook_url.clone(),
@@ -98,6 +170,7 @@ fn from_flags(c: &ClusterArgs, max: u32, slo_s: f64, model: &str) -> Result<Opti
             crate::cli::ScalerArg::Prometheus => inferscale_manifests::ScalerKind::Prometheus,
             crate::cli::ScalerArg::External => inferscale_manifests::ScalerKind::External,
         },
+        policy: None,
     })
 }
 

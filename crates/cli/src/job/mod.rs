@@ -5,4 +5,6 @@ pub(crate) mod analysis;
 pub(crate) mod load;
 pub(crate) mod manifests;
 pub(crate) mod rehearse;
+pub(crate) mod replica;
 pub(crate) mod server_view;
+pub(crate) mod tune;

@@ -13,10 +13,8 @@ use inferscale_sim::FleetExporters;
 use crate::input::{cap, read_text};
 use crate::output::write_all;
 use inferscale_analysis::Thresholds;
-use inferscale_autoscale::cluster::{ClusterSpec, Delay};
-use inferscale_autoscale::rehearse::{Setup, rehearse};
+use inferscale_autoscale::rehearse::{Setup, Window, rehearse};
 use inferscale_autoscale::traffic::Traffic;
-use inferscale_engine::RequestSpec;
 use inferscale_engine::fleet::Routing;
 
 /// The 1-based line of `path` (`spec.triggers[1].metadata.threshold`) in block YAML `text`,
@@ -284,6 +282,28 @@ pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::T
         .with_context(|| format!("{}: not a trace of time_s,rps", path.display()))
 }
 
+/// Sets apart the start-up transients of a rehearsal of `traffic` (see
+/// [`inferscale_autoscale::rehearse::start_up_transients`]).
+pub(crate) fn set_apart(
+    out: &mut Outcome,
+    traffic: &Traffic,
+    startup_s: f64,
+    capacity_rps: f64,
+    from_s: f64,
+) {
+    let windows: Vec<Window> = inferscale_autoscale::rehearse::start_up_transients(
+        traffic,
+        out,
+        startup_s,
+        capacity_rps,
+        0.0,
+    )
+    .into_iter()
+    .map(|(w, _)| w)
+    .collect();
+    out.set_apart(&windows, from_s);
+}
+
 /// `--node-provisioning`'s default: Karpenter launching a GPU instance and the node joining.
 pub(crate) const NODE_PROVISIONING: &str = "60s±15s";
 /// `--image-pull`'s default: a vLLM image (about 10 GB) on a node that has not pulled it.
@@ -297,22 +317,26 @@ pub(crate) struct Verdict {
     pub(crate) html: String,
 }
 
-/// `run`'s last step: the ScaledObject it generated (`so`) under the standard shape, half the
-/// measured capacity, a step to 2.5× for 20 minutes, and back, on replicas of `profile`.
-/// Writes `rehearsal.html` and `rehearsal.json` into `dir`.
+/// `run`'s last step: the ScaledObject it generated (`dir/scaledobject.yaml`, the tuned
+/// policy unless `--signal` said otherwise) and the seeds' shape side by side under the
+/// standard traffic — half the measured capacity, a step to 2.5× for 20 minutes, and back —
+/// on `replica`, with the generated alert rules evaluated on the same series and clients that
+/// give up and retry as the OpenAI SDKs do. Writes `rehearsal.html` and `rehearsal.json` into
+/// `out`.
 ///
 /// Pods and nodes follow what the generated files assume (`o`): a new node takes the
-/// NodePool's provisioning time, a replica serves the rest of `--cold-start` after its node
-/// is up, and an empty node goes after the NodePool's `consolidateAfter`.
+/// NodePool's provisioning, a replica serves the rest of `--cold-start` after its node is
+/// up, and an empty node goes after the NodePool's `consolidateAfter`.
 pub(crate) fn standard(
     t: &Thresholds,
     o: &inferscale_manifests::Options,
-    so: &Path,
-    profile: &str,
     dir: &Path,
+    replica: &crate::job::replica::Replica,
+    out: &Path,
 ) -> Result<Verdict> {
     let model_name = o.model_name.as_str();
-    let keda = read_scaledobject(so)?;
+    let generated = read_scaledobject(&dir.join("scaledobject.yaml"))?;
+    let (rules, interval) = read_rules(&dir.join("prometheusrule.yaml"))?;
     let capacity = t
         .capacity_rps
         .or(t.saturation_rps)
@@ -323,84 +347,140 @@ pub(crate) fn standard(
     );
     let traffic = Traffic::from_csv(&format!("time_s,rps\n0,{low}\n600,{high}\n1800,{low}\n"))
         .map_err(|e| anyhow!("the standard traffic: {e}"))?;
-    let engine = inferscale_engine::profile(profile)
-        .ok_or_else(|| anyhow!("no simulator profile {profile:?}"))?;
-    let initial = keda.hpa.min.max(1);
-    let setup = Setup {
-        request: RequestSpec {
-            prompt_tokens: t
-                .workload
-                .prompt_tokens_mean
-                .map_or(34, |p| p.round().max(1.0) as u32),
-            max_tokens: t.workload.max_tokens.unwrap_or(100).max(1),
-            ignore_eos: true,
-        },
-        routing: Routing::Random,
-        initial_replicas: initial,
-        duration_s: 4800.0,
-        seed: 1,
-        slo_e2e_s: t.scale_out.p95_e2e_seconds,
-        scrape_interval_s: 15.0,
-        hpa_sync_s: 15.0,
-        rule_interval_s: 30.0,
-        step_s: 15.0,
-        cluster: ClusterSpec {
-            gpus_per_node: o.nodes.gpus_per_node,
-            gpus_per_pod: o
-                .nodes
-                .gpus_per_replica
-                .max(engine.tensor_parallel_size)
-                .max(1),
-            node_provisioning: Delay::Fixed(f64::from(o.nodes.provisioning_s)),
-            image_pull: Delay::Fixed(0.0),
-            model_load: Delay::Fixed(f64::from(
-                inferscale_manifests::karpenter::start_on_ready_node_s(o),
-            )),
-            warmup: Delay::Fixed(0.0),
-            consolidate_after_s: f64::from(inferscale_manifests::karpenter::consolidate_after_s(
-                t, o,
-            )),
-            do_not_disrupt: false,
-            initial_nodes: inferscale_manifests::karpenter::nodes_for(initial, o),
-        },
-        rules: Vec::new(),
-        engine,
-    };
-    let mut sim = FleetExporters::new(&setup.engine, model_name);
-    let out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
-    let m = &out.summary;
+    let startup = f64::from(o.cold_start_s);
+    let mut objects = vec![(
+        "scaledobject.yaml (generated)".to_owned(),
+        generated,
+        o.clone(),
+    )];
+    if o.policy.is_some() {
+        let mut seeds = o.clone();
+        seeds.policy = None;
+        let text = match seeds.scaler {
+            inferscale_manifests::ScalerKind::Prometheus => {
+                inferscale_manifests::keda::scaled_object(t, &seeds)
+            }
+            inferscale_manifests::ScalerKind::External => {
+                inferscale_manifests::keda::external_scaled_object(t, &seeds)
+            }
+        };
+        let so: ScaledObject =
+            objects::load(&text).map_err(|e| anyhow!("the seeds' ScaledObject: {e}"))?;
+        let k = KedaSpec::from_object(&so).map_err(|e| anyhow!("the seeds' ScaledObject: {e}"))?;
+        objects.push(("the seeds' shape (queue depth)".to_owned(), k, seeds));
+    }
+    let mut labelled = Vec::new();
+    for (label, keda, opts) in objects {
+        let initial = keda.hpa.min.max(1);
+        let setup = Setup {
+            request: crate::job::replica::request(None, None, Some(t)),
+            routing: Routing::Random,
+            initial_replicas: initial,
+            duration_s: 4800.0,
+            seed: 1,
+            slo_e2e_s: t.scale_out.p95_e2e_seconds,
+            scrape_interval_s: 15.0,
+            hpa_sync_s: 15.0,
+            rule_interval_s: interval.unwrap_or(30.0),
+            step_s: 15.0,
+            cluster: crate::job::replica::cluster(t, &opts, &replica.engine, initial),
+            rules: rules.clone(),
+            client: inferscale_autoscale::rehearse::Client::OPENAI_SDK,
+            transients: Vec::new(),
+            judge_from_s: 0.0,
+            engine: replica.engine.clone(),
+        };
+        let mut sim = FleetExporters::new(&setup.engine, model_name);
+        let mut out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
+        set_apart(&mut out, &traffic, startup, capacity, 0.0);
+        labelled.push((label, out));
+    }
     let shape =
         format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× the measured {capacity:.1} req/s)");
-    let verdict = if m.cycle_completed {
-        "the scale-out → scale-in cycle completed"
-    } else if m.first_scale_out_s.is_none() {
-        "it never scaled out"
-    } else {
-        "the scale-in did not finish within the rehearsal"
-    };
-    let text = format!(
-        "rehearsal of the generated ScaledObject ({profile} replicas, {shape}): {verdict}; up to {} replicas, first scale-out at {}, SLO ({} s) met by {:.2} % of requests, p95 {} s, {} flaps, {:.2} GPU-hours\n",
-        m.max_replicas,
-        m.first_scale_out_s
-            .map_or("-".to_owned(), |s| format!("{s:.0} s")),
-        m.slo_e2e_s,
-        m.slo_attainment * 100.0,
-        opt(m.p95_e2e_s, 2),
-        m.flaps,
-        m.gpu_hours
+    let mut text = format!(
+        "rehearsal ({}; {shape}; clients give up after 600 s and retry twice, as the OpenAI SDKs do; the generated alerts evaluated):\n",
+        replica.about
     );
-    let labelled = vec![("scaledobject.yaml (generated)".to_owned(), out)];
+    for (label, out) in &labelled {
+        text.push_str(&verdict_line(label, out));
+    }
     let page = inferscale_report::rehearsal::render(&labelled, model_name);
-    let json = serde_json::to_string_pretty(&labelled[0].1.summary)? + "\n";
+    let summaries: Vec<serde_json::Value> = labelled
+        .iter()
+        .map(|(label, o)| {
+            let mut v = serde_json::to_value(&o.summary).unwrap_or_default();
+            v["label"] = serde_json::Value::String(label.clone());
+            v
+        })
+        .collect();
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "replica": replica.about,
+        "traffic": shape,
+        "generated": summaries.first(),
+        "compare": summaries,
+    }))? + "\n";
     write_all(&[
-        (dir.join("rehearsal.html"), page.into_bytes()),
-        (dir.join("rehearsal.json"), json.into_bytes()),
+        (out.join("rehearsal.html"), page.into_bytes()),
+        (out.join("rehearsal.json"), json.into_bytes()),
     ])?;
     let html = format!(
-        "<h2>Rehearsal of the generated ScaledObject</h2><p>{}</p><p>The timeline, replicas and latency are in <a href=\"rehearsal.html\">rehearsal.html</a>; the summary in rehearsal.json.</p>",
+        "<h2>Rehearsal of the generated ScaledObject</h2><pre>{}</pre><p>The timeline, replicas and latency are in <a href=\"rehearsal.html\">rehearsal.html</a>; the summary in rehearsal.json.</p>",
         inferscale_report::svg::esc(&text)
     );
     Ok(Verdict { text, html })
+}
+
+/// One rehearsal's verdict in a few lines: whether it met its SLO outside the named
+/// transient, and if not, why, with the alerts that fired.
+fn verdict_line(label: &str, out: &Outcome) -> String {
+    let m = &out.summary;
+    let outside = m.slo_attainment_outside.unwrap_or(m.slo_attainment);
+    let mut s = format!(
+        "  {label}: SLO ({} s) met by {:.2} % of requests ({:.2} % outside the step's start-up transient), p95 {} s, up to {} replicas, {} flaps, {:.2} GPU-hours; {}\n",
+        m.slo_e2e_s,
+        m.slo_attainment * 100.0,
+        outside * 100.0,
+        opt(m.p95_e2e_s, 2),
+        m.max_replicas,
+        m.flaps,
+        m.gpu_hours,
+        if m.cycle_completed {
+            "the scale-out → scale-in cycle completed"
+        } else if m.first_scale_out_s.is_none() {
+            "it never scaled out"
+        } else {
+            "the scale-in did not finish within the rehearsal"
+        }
+    );
+    for tr in &m.transients {
+        let share = if tr.judged == 0 {
+            1.0
+        } else {
+            tr.within as f64 / tr.judged as f64
+        };
+        s.push_str(&format!(
+            "    {}: {:.1} % of its {} requests within the SLO\n",
+            tr.window.why,
+            share * 100.0,
+            tr.judged
+        ));
+    }
+    let o = &m.outcomes;
+    if o.timeout + o.refused + o.retries > 0 {
+        s.push_str(&format!(
+            "    clients: {} given up on after timing out, {} refused with no ready replica, {} retries\n",
+            o.timeout, o.refused, o.retries
+        ));
+    }
+    s.push_str(&format!(
+        "    alerts fired: {}\n",
+        if m.alerts_fired.is_empty() {
+            "none".to_owned()
+        } else {
+            m.alerts_fired.join(", ")
+        }
+    ));
+    s
 }
 
 #[cfg(test)]

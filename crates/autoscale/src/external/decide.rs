@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use inferscale_catalog::{Engine, Signal, Snapshot};
 
-use crate::metadata::{Config, Metric};
+use crate::external::metadata::{Config, Metric};
 
 /// The closest two kept snapshots of a pod may be, seconds.
 const MIN_SPACING_S: f64 = 0.5;
@@ -63,19 +63,25 @@ impl History {
     }
 
     /// The pod's last scrape as a window over (up to) `window_s`: counters and histograms
-    /// as increases, gauges as they are. `None` for a pod never recorded.
-    pub fn windowed(&self, pod: &str, window_s: f64) -> Option<Snapshot> {
+    /// as increases, gauges as they are, and the requests that arrived per second over it.
+    /// `None` for a pod never recorded.
+    pub fn windowed(&self, pod: &str, window_s: f64) -> Option<Reading> {
         let h = self.by_pod.get(pod)?;
         let (t, last) = h.back()?;
         if h.len() == 1 {
-            return Some(last.clone());
+            return Some(Reading::from(last.clone()));
         }
         let base = h
             .iter()
             .rev()
             .find(|(t0, _)| *t0 <= t - window_s)
             .or(h.front())?;
-        Some(last.window(&base.1, t - base.0))
+        let snapshot = last.window(&base.1, t - base.0);
+        let arrivals_per_s = arrivals(&snapshot, &base.1, t - base.0);
+        Some(Reading {
+            snapshot,
+            arrivals_per_s,
+        })
     }
 
     /// How many pods it holds.
@@ -86,6 +92,109 @@ impl History {
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.by_pod.is_empty()
+    }
+}
+
+/// Requests in flight in a scrape: running and waiting (`None` when it lacks either).
+fn in_flight(s: &Snapshot) -> Option<f64> {
+    Some(s.value(Signal::Running)? + s.value(Signal::QueueDepth)?)
+}
+
+/// The requests that arrived per second over a window (`windowed`, whose counters are
+/// increases) that started at `base`, `seconds` long: those that ended, however they ended,
+/// plus the growth of those in flight. `None` when the pod reports no finished requests or no
+/// queue.
+fn arrivals(windowed: &Snapshot, base: &Snapshot, seconds: f64) -> Option<f64> {
+    if seconds <= 0.0 {
+        return None;
+    }
+    let ended: Vec<f64> = [
+        Signal::RequestsOk,
+        Signal::RequestsAborted,
+        Signal::RequestsErrored,
+    ]
+    .into_iter()
+    .filter_map(|sig| windowed.value(sig))
+    .collect();
+    if ended.is_empty() {
+        return None;
+    }
+    let growth = in_flight(windowed)? - in_flight(base)?;
+    Some(((ended.iter().sum::<f64>() + growth) / seconds).max(0.0))
+}
+
+/// One pod's scrape over a window, and what the window says about its arrivals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// The windowed snapshot (a single scrape as it is, while the history is one deep).
+    pub snapshot: Snapshot,
+    /// Requests arriving per second over the window (`None` for a single scrape, or a pod
+    /// without the counters it takes).
+    pub arrivals_per_s: Option<f64>,
+}
+
+impl From<Snapshot> for Reading {
+    fn from(snapshot: Snapshot) -> Reading {
+        Reading {
+            snapshot,
+            arrivals_per_s: None,
+        }
+    }
+}
+
+/// A trigger's recent values of its signal, to predict it ahead as Prometheus'
+/// `predict_linear` does: least squares through the last [`TREND_WINDOW_S`] of them.
+#[derive(Debug, Clone, Default)]
+pub struct Trend {
+    points: VecDeque<(f64, f64)>,
+}
+
+/// How far back a [`Trend`] looks, seconds (the generated `predict_linear`'s window).
+pub const TREND_WINDOW_S: f64 = 300.0;
+
+impl Trend {
+    /// Records value `v` at `t` (seconds, any monotonic origin).
+    pub fn record(&mut self, t: f64, v: f64) {
+        if self.points.back().is_some_and(|(last, _)| *last > t) {
+            self.points.clear();
+        }
+        self.points.push_back((t, v));
+        while self
+            .points
+            .front()
+            .is_some_and(|(t0, _)| *t0 < t - TREND_WINDOW_S)
+        {
+            self.points.pop_front();
+        }
+    }
+
+    /// When the last value was recorded.
+    pub fn last_at(&self) -> Option<f64> {
+        self.points.back().map(|p| p.0)
+    }
+
+    /// The value `horizon_s` after the last one recorded, on the line; `None` with fewer than
+    /// two points at distinct times.
+    pub fn predict(&self, horizon_s: f64) -> Option<f64> {
+        let (at, _) = *self.points.back()?;
+        let n = self.points.len() as f64;
+        if n < 2.0 {
+            return None;
+        }
+        let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+        for (t, v) in &self.points {
+            let x = t - at;
+            sx += x;
+            sy += v;
+            sxy += x * v;
+            sxx += x * x;
+        }
+        let var = sxx - sx * sx / n;
+        if var <= 0.0 {
+            return None;
+        }
+        let slope = (sxy - sx * sy / n) / var;
+        Some(sy / n - slope * sx / n + slope * horizon_s)
     }
 }
 
@@ -116,30 +225,72 @@ pub struct Answer {
     pub failures: Vec<String>,
 }
 
-/// What one pod gave: its windowed snapshot (read with the pod's URL as its source, so
-/// that pods' series stay apart when merged), or why not.
-pub type PodResult = (String, Result<Snapshot, String>);
+/// What one pod gave: its windowed reading (the snapshot read with the pod's URL as its
+/// source, so that pods' series stay apart when merged), or why not.
+pub type PodResult = (String, Result<Reading, String>);
 
-fn signal_of(m: Metric) -> Signal {
+/// The signals a metric reads.
+fn signals_of(m: Metric) -> &'static [Signal] {
     match m {
-        Metric::QueueDepth | Metric::DesiredReplicas => Signal::QueueDepth,
-        Metric::Running => Signal::Running,
-        Metric::KvCacheUsage => Signal::KvCacheUsage,
-        Metric::TtftP95 => Signal::Ttft,
-        Metric::QueueTimeP95 => Signal::QueueTime,
-        Metric::E2eP95 => Signal::E2eLatency,
+        Metric::QueueDepth | Metric::DesiredReplicas => &[Signal::QueueDepth],
+        Metric::Running => &[Signal::Running],
+        Metric::InFlight => &[Signal::Running, Signal::QueueDepth],
+        Metric::ArrivalRate => &[Signal::Running, Signal::QueueDepth, Signal::RequestsOk],
+        Metric::KvCacheUsage => &[Signal::KvCacheUsage],
+        Metric::TtftP95 => &[Signal::Ttft],
+        Metric::QueueTimeP95 => &[Signal::QueueTime],
+        Metric::E2eP95 => &[Signal::E2eLatency],
     }
 }
 
-/// The signals a trigger reads: its metric's, and its guardrail's.
+/// The histogram a latency metric reads.
+fn latency_signal(m: Metric) -> Signal {
+    match m {
+        Metric::TtftP95 => Signal::Ttft,
+        Metric::QueueTimeP95 => Signal::QueueTime,
+        _ => Signal::E2eLatency,
+    }
+}
+
+/// The signals a trigger reads: its metric's, its signal's, its booster's and its
+/// guardrail's.
 pub fn signals(cfg: &Config) -> Vec<Signal> {
-    let mut v = vec![signal_of(cfg.metric)];
-    if let Some((m, _)) = cfg.guardrail
-        && !v.contains(&signal_of(m))
+    let mut v: Vec<Signal> = Vec::new();
+    let mut add = |m: Metric| {
+        for s in signals_of(m) {
+            if !v.contains(s) {
+                v.push(*s);
+            }
+        }
+    };
+    add(cfg.metric);
+    if cfg.metric == Metric::DesiredReplicas {
+        add(cfg.signal);
+        if cfg.queue_target.is_some() {
+            add(Metric::QueueDepth);
+        }
+    }
+    if let Some((m, _)) = cfg.guardrail {
+        add(m);
+    }
+    if cfg.metric == Metric::ArrivalRate
+        || (cfg.metric == Metric::DesiredReplicas && cfg.signal == Metric::ArrivalRate)
     {
-        v.push(signal_of(m));
+        // What ended, however it ended: aborted and errored requests arrived too (read when
+        // the pod reports them; the successful ones are required above).
+        for s in [Signal::RequestsAborted, Signal::RequestsErrored] {
+            if !v.contains(&s) {
+                v.push(s);
+            }
+        }
     }
     v
+}
+
+/// Whether a signal must be in a pod's scrape for `cfg` (the aborted and errored counts
+/// only add to the arrivals when present).
+fn required(s: Signal) -> bool {
+    !matches!(s, Signal::RequestsAborted | Signal::RequestsErrored)
 }
 
 /// Whether the pod's snapshot can serve `cfg`, or what it lacks.
@@ -153,7 +304,7 @@ fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
         }
         _ => {}
     }
-    for sig in signals(cfg) {
+    for sig in signals(cfg).into_iter().filter(|s| required(*s)) {
         if !s.has(sig) {
             return Err(format!("has no {} ({})", sig.label(), sig.key()));
         }
@@ -162,47 +313,76 @@ fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
 }
 
 fn p95(merged: &Snapshot, m: Metric) -> f64 {
-    merged.quantile(signal_of(m), 0.95).unwrap_or(0.0)
+    merged.quantile(latency_signal(m), 0.95).unwrap_or(0.0)
 }
 
-/// The replica count `desired_replicas` reports for `pods` pods: enough for the queue at
-/// `queue_target` per replica (the HPA's AverageValue proposal, `⌈queue / target⌉`), and,
-/// when the latency is above its target, at least `⌈pods × p95 / target⌉` (more than now:
-/// the proportional answer the HPA gives a Value metric, which is how a latency must be
-/// read; fed as AverageValue it would be divided by the replicas and scale wrongly). 0 when
-/// neither asks for any (the HPA holds its minimum).
+/// A load's value over the pods that answered: summed, each pod's arrivals its own window's.
+fn load(m: Metric, merged: &Snapshot, arrivals: f64) -> f64 {
+    match m {
+        Metric::InFlight => in_flight(merged).unwrap_or(0.0),
+        Metric::ArrivalRate => arrivals,
+        Metric::Running => merged.value(Signal::Running).unwrap_or(0.0),
+        _ => merged.value(Signal::QueueDepth).unwrap_or(0.0),
+    }
+}
+
+/// The replica count `desired_replicas` reports for `pods` pods: enough for its signal at
+/// its per-replica target (`(value, target)`: the HPA's AverageValue proposal,
+/// `⌈value / target⌉`), for the queue at the booster's target when there is one, and, when
+/// the latency is above its target, at least `⌈pods × p95 / target⌉` (more than now: the
+/// proportional answer the HPA gives a Value metric, which is how a latency must be read;
+/// fed as AverageValue it would be divided by the replicas and scale wrongly). 0 when none
+/// asks for any (the HPA holds its minimum).
 pub fn desired_replicas(
     pods: usize,
-    queue: f64,
-    queue_target: f64,
+    signal: (f64, f64),
+    booster: Option<(f64, f64)>,
     latency: Option<(f64, f64)>,
 ) -> f64 {
-    let by_queue = (queue.max(0.0) / queue_target).ceil();
+    let per = |(v, t): (f64, f64)| {
+        if t > 0.0 {
+            (v.max(0.0) / t).ceil()
+        } else {
+            0.0
+        }
+    };
     let by_latency = match latency {
         Some((p95, target)) if p95 > target && target > 0.0 => {
             (pods.max(1) as f64 * p95 / target).ceil()
         }
         _ => 0.0,
     };
-    by_queue.max(by_latency)
+    per(signal).max(booster.map_or(0.0, per)).max(by_latency)
 }
 
 /// The value of `cfg`'s metric over the pods that answered (see the module documentation
 /// for what failures do).
 pub fn answer(cfg: &Config, pods: Vec<PodResult>) -> Result<Answer, NoValue> {
+    answer_at(cfg, pods, None)
+}
+
+/// [`answer`], with the trigger's [`Trend`] and the time for a `horizon`: the signal's value
+/// is recorded in it, and `desired_replicas` also asks for what the prediction needs.
+pub fn answer_at(
+    cfg: &Config,
+    pods: Vec<PodResult>,
+    trend: Option<(&mut Trend, f64)>,
+) -> Result<Answer, NoValue> {
     if pods.is_empty() {
         return Err(NoValue::NoPods);
     }
     let mut merged: Option<Snapshot> = None;
     let mut ok = 0;
+    let mut arrivals = 0.0;
     let mut failures = Vec::new();
     for (url, r) in pods {
-        match r.and_then(|s| usable(cfg, &s).map(|()| s)) {
-            Ok(s) => {
+        match r.and_then(|r| usable(cfg, &r.snapshot).map(|()| r)) {
+            Ok(r) => {
                 ok += 1;
+                arrivals += r.arrivals_per_s.unwrap_or(0.0);
                 match &mut merged {
-                    None => merged = Some(s),
-                    Some(m) => m.merge(s),
+                    None => merged = Some(r.snapshot),
+                    Some(m) => m.merge(r.snapshot),
                 }
             }
             Err(why) => failures.push(format!("{url}: {why}")),
@@ -215,16 +395,28 @@ pub fn answer(cfg: &Config, pods: Vec<PodResult>) -> Result<Answer, NoValue> {
         });
     };
     let value = match cfg.metric {
-        Metric::QueueDepth | Metric::Running | Metric::KvCacheUsage => {
-            merged.value(signal_of(cfg.metric)).unwrap_or(0.0)
+        Metric::QueueDepth | Metric::Running | Metric::InFlight | Metric::ArrivalRate => {
+            load(cfg.metric, &merged, arrivals)
         }
+        Metric::KvCacheUsage => merged.value(Signal::KvCacheUsage).unwrap_or(0.0),
         Metric::TtftP95 | Metric::QueueTimeP95 | Metric::E2eP95 => p95(&merged, cfg.metric),
-        Metric::DesiredReplicas => desired_replicas(
-            ok,
-            merged.value(Signal::QueueDepth).unwrap_or(0.0),
-            cfg.target,
-            cfg.guardrail.map(|(m, t)| (p95(&merged, m), t)),
-        ),
+        Metric::DesiredReplicas => {
+            let now = load(cfg.signal, &merged, arrivals);
+            let ahead = match (cfg.horizon_s, trend) {
+                (Some(h), Some((trend, t))) => {
+                    trend.record(t, now);
+                    trend.predict(h)
+                }
+                _ => None,
+            };
+            desired_replicas(
+                ok,
+                (now.max(ahead.unwrap_or(0.0)), cfg.target),
+                cfg.queue_target
+                    .map(|q| (load(Metric::QueueDepth, &merged, arrivals), q)),
+                cfg.guardrail.map(|(m, t)| (p95(&merged, m), t)),
+            )
+        }
     };
     Ok(Answer {
         value: if value.is_finite() {
@@ -240,13 +432,16 @@ pub fn answer(cfg: &Config, pods: Vec<PodResult>) -> Result<Answer, NoValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::Pods;
+    use crate::external::metadata::Pods;
 
     fn cfg(metric: Metric) -> Config {
         Config {
             pods: Pods::Targets(vec![]),
             metric,
             target: 5.0,
+            signal: Metric::QueueDepth,
+            queue_target: None,
+            horizon_s: None,
             activation_target: 0.0,
             window_s: 60.0,
             engine: None,
@@ -287,8 +482,8 @@ mod tests {
         Snapshot::read(&exp, url)
     }
 
-    fn ok(url: &str, s: Snapshot) -> PodResult {
-        (url.to_owned(), Ok(s))
+    fn ok(url: &str, s: impl Into<Reading>) -> PodResult {
+        (url.to_owned(), Ok(s.into()))
     }
 
     /// A pod's result read from its own URL.
@@ -412,17 +607,96 @@ mod tests {
         let kept = h.by_pod["p"].len();
         assert!(kept <= 33, "{kept} snapshots kept");
         let w = h.windowed("p", 60.0).unwrap_or_else(|| panic!("no window"));
-        let span = w.window_seconds.unwrap_or(0.0);
+        let span = w.snapshot.window_seconds.unwrap_or(0.0);
         assert!((60.0..=62.0).contains(&span), "window of {span} s");
+    }
+
+    /// A pod with `waiting` queued, `running` running and `ok` and `aborted` requests ended.
+    fn loaded(url: &str, waiting: f64, running: f64, ok: f64, aborted: f64) -> Snapshot {
+        let text = format!(
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} {waiting}\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n# TYPE vllm:request_success counter\nvllm:request_success_total{{model_name=\"m\",finished_reason=\"length\"}} {ok}\nvllm:request_success_total{{model_name=\"m\",finished_reason=\"abort\"}} {aborted}\n"
+        );
+        let exp = inferscale_promtext::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        Snapshot::read(&exp, url)
+    }
+
+    #[test]
+    fn in_flight_and_arrivals_count_what_is_running_waiting_and_ended() {
+        let mut h = History::default();
+        // Pod a: 100 ended in a minute (4 of them aborted) and in flight grew 10 -> 40: 130
+        // arrived, 2.17/s. Pod b: 60 ended, in flight 50 -> 30: 40 arrived.
+        h.record("a", 0.0, loaded("a", 0.0, 10.0, 500.0, 0.0), 60.0);
+        h.record("a", 60.0, loaded("a", 12.0, 28.0, 596.0, 4.0), 60.0);
+        h.record("b", 0.0, loaded("b", 20.0, 30.0, 0.0, 0.0), 60.0);
+        h.record("b", 60.0, loaded("b", 0.0, 30.0, 60.0, 0.0), 60.0);
+        let read = |m: Metric| {
+            let mut c = cfg(m);
+            c.target = 1.0;
+            let pods: Vec<PodResult> = ["a", "b"]
+                .iter()
+                .map(|p| ok(p, h.windowed(p, 60.0).unwrap_or_else(|| unreachable!())))
+                .collect();
+            answer(&c, pods).unwrap_or_else(|e| panic!("{e}")).value
+        };
+        assert_eq!(read(Metric::InFlight), 70.0);
+        assert!((read(Metric::ArrivalRate) - 170.0 / 60.0).abs() < 1e-9);
+        // desired_replicas by in flight at 20 per replica, boosted by a queue of 12 at 5.
+        let mut c = cfg(Metric::DesiredReplicas);
+        c.signal = Metric::InFlight;
+        c.target = 20.0;
+        c.queue_target = Some(2.0);
+        let pods: Vec<PodResult> = ["a", "b"]
+            .iter()
+            .map(|p| ok(p, h.windowed(p, 60.0).unwrap_or_else(|| unreachable!())))
+            .collect();
+        assert_eq!(answer(&c, pods).map(|a| a.value), Ok(6.0));
+        // A pod without a queue cannot give in flight: named.
+        let bare = Snapshot::read(
+            &inferscale_promtext::parse(
+                b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n",
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            "x",
+        );
+        let e = answer(&cfg(Metric::InFlight), vec![ok("x", bare)]).expect_err("no queue");
+        assert!(e.to_string().contains("has no"), "{e}");
+    }
+
+    #[test]
+    fn a_trend_predicts_a_rising_signal_ahead() {
+        let mut t = Trend::default();
+        assert_eq!(t.predict(60.0), None);
+        for i in 0..40 {
+            // 2 per second, and a point beyond the window that must be forgotten.
+            t.record(f64::from(i) * 15.0, 100.0 + 30.0 * f64::from(i));
+        }
+        let p = t.predict(300.0).unwrap_or_else(|| unreachable!());
+        assert!((p - (100.0 + 30.0 * 39.0 + 600.0)).abs() < 1e-6, "{p}");
+        assert!(t.points.len() <= 21, "{}", t.points.len());
     }
 
     #[test]
     fn desired_replicas_follows_the_queue_and_the_guardrail_raises_it() {
-        assert_eq!(desired_replicas(3, 0.0, 5.0, Some((2.0, 5.0))), 0.0);
-        assert_eq!(desired_replicas(3, 11.0, 5.0, Some((2.0, 5.0))), 3.0);
+        assert_eq!(desired_replicas(3, (0.0, 5.0), None, Some((2.0, 5.0))), 0.0);
+        assert_eq!(
+            desired_replicas(3, (11.0, 5.0), None, Some((2.0, 5.0))),
+            3.0
+        );
         // Latency above target: at least proportionally more than now.
-        assert_eq!(desired_replicas(3, 0.0, 5.0, Some((7.5, 5.0))), 5.0);
-        assert_eq!(desired_replicas(3, 40.0, 5.0, Some((7.5, 5.0))), 8.0);
+        assert_eq!(desired_replicas(3, (0.0, 5.0), None, Some((7.5, 5.0))), 5.0);
+        assert_eq!(
+            desired_replicas(3, (40.0, 5.0), None, Some((7.5, 5.0))),
+            8.0
+        );
+        // In flight 250 at 100 per replica: 3; a queue of 90 at 20 per replica: 5.
+        assert_eq!(
+            desired_replicas(3, (250.0, 100.0), Some((90.0, 20.0)), None),
+            5.0
+        );
+        assert_eq!(
+            desired_replicas(3, (250.0, 100.0), Some((10.0, 20.0)), None),
+            3.0
+        );
         let mut c = cfg(Metric::DesiredReplicas);
         c.guardrail = Some((Metric::E2eP95, 5.0));
         let slow = [9.0; 20];

@@ -13,6 +13,14 @@ pub enum Metric {
     QueueDepth,
     /// Requests running, summed over the pods.
     Running,
+    /// Requests in flight (running + waiting), summed over the pods: by Little's law
+    /// proportional to the load a pod carries, where the queue alone reads 0 until it is
+    /// overloaded.
+    InFlight,
+    /// Requests arriving per second, summed over the pods: what finished over the window
+    /// plus the growth of what is in flight (requests are conserved), so that a load
+    /// beyond what the pods serve still shows.
+    ArrivalRate,
     /// KV-cache usage (0–1), the mean over the pods.
     KvCacheUsage,
     /// p95 time to first token over `window`, seconds, from the pods' merged histograms.
@@ -22,15 +30,17 @@ pub enum Metric {
     /// p95 end-to-end latency over `window`, seconds.
     E2eP95,
     /// The replica count to reach: the queue target, raised by the latency guardrail (see
-    /// [`crate::decide::desired_replicas`]). Served with a target of 1.
+    /// [`crate::external::decide::desired_replicas`]). Served with a target of 1.
     DesiredReplicas,
 }
 
 impl Metric {
     /// Every metric, in the order `--help` lists them.
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::QueueDepth,
         Metric::Running,
+        Metric::InFlight,
+        Metric::ArrivalRate,
         Metric::KvCacheUsage,
         Metric::TtftP95,
         Metric::QueueTimeP95,
@@ -43,12 +53,23 @@ impl Metric {
         match self {
             Metric::QueueDepth => "queue_depth",
             Metric::Running => "running",
+            Metric::InFlight => "in_flight",
+            Metric::ArrivalRate => "arrival_rate",
             Metric::KvCacheUsage => "kv_cache_usage",
             Metric::TtftP95 => "ttft_p95",
             Metric::QueueTimeP95 => "queue_time_p95",
             Metric::E2eP95 => "e2e_p95",
             Metric::DesiredReplicas => "desired_replicas",
         }
+    }
+
+    /// Whether `desired_replicas` can scale by it (`signal`): a quantity that grows with the
+    /// load and adds up over pods.
+    pub fn is_load(self) -> bool {
+        matches!(
+            self,
+            Metric::QueueDepth | Metric::Running | Metric::InFlight | Metric::ArrivalRate
+        )
     }
 
     /// Whether it is a percentile over a window.
@@ -89,8 +110,18 @@ pub struct Config {
     pub pods: Pods,
     /// What is read.
     pub metric: Metric,
-    /// The HPA target per replica (`target`); for `desired_replicas`, the queue per replica.
+    /// The HPA target per replica (`target`); for `desired_replicas`, the per-replica
+    /// target of its `signal`.
     pub target: f64,
+    /// For `desired_replicas`: what it scales by (`signal`, default `queue_depth`) at
+    /// `target` per replica.
+    pub signal: Metric,
+    /// For `desired_replicas` with another signal: the queue per replica that also asks for
+    /// replicas (`queueTarget`: a step fills the queue before the signal's window shows it).
+    pub queue_target: Option<f64>,
+    /// For `desired_replicas`: the signal also predicted this far ahead, seconds (`horizon`),
+    /// by a straight line through its last five minutes of answers ([`crate::external::decide::Trend`]).
+    pub horizon_s: Option<f64>,
     /// Above this the scaler reports the ScaledObject active (`activationTarget`, default 0).
     pub activation_target: f64,
     /// The window of percentiles, seconds (`window`, default 60 s).
@@ -127,13 +158,16 @@ fn bad(key: &str, message: impl Into<String>) -> MetadataError {
 const KEDA_KEYS: [&str; 4] = ["scalerAddress", "enableTLS", "unsafeSsl", "metricType"];
 
 /// The keys this scaler reads.
-pub const KEYS: [&str; 12] = [
+pub const KEYS: [&str; 15] = [
     "service",
     "namespace",
     "port",
     "targets",
     "metric",
     "target",
+    "signal",
+    "queueTarget",
+    "horizon",
     "activationTarget",
     "window",
     "engine",
@@ -290,7 +324,7 @@ impl Config {
             (Metric::DesiredReplicas, None) => {
                 return Err(bad(
                     "target",
-                    "missing: the queue per replica that desired_replicas aims at",
+                    "missing: the per-replica value of its signal that desired_replicas aims at",
                 ));
             }
             (_, None) => return Err(bad("target", "missing: the HPA's target per replica")),
@@ -341,11 +375,52 @@ impl Config {
                 Some((m, seconds("latencyTarget", v)?))
             }
         };
+        let signal = match get("signal") {
+            None => Metric::QueueDepth,
+            Some(_) if metric != Metric::DesiredReplicas => {
+                return Err(bad("signal", "only with metric desired_replicas"));
+            }
+            Some(v) => {
+                let m = self::metric("signal", v)?;
+                if !m.is_load() {
+                    return Err(bad(
+                        "signal",
+                        format!(
+                            "{m} is not a load: expected queue_depth, running, in_flight or arrival_rate"
+                        ),
+                    ));
+                }
+                m
+            }
+        };
+        let queue_target = match get("queueTarget") {
+            None => None,
+            Some(_) if metric != Metric::DesiredReplicas => {
+                return Err(bad("queueTarget", "only with metric desired_replicas"));
+            }
+            Some(_) if signal == Metric::QueueDepth => {
+                return Err(bad(
+                    "queueTarget",
+                    "the signal is queue_depth already: give target alone",
+                ));
+            }
+            Some(v) => Some(number("queueTarget", v, Some(0.0))?),
+        };
+        let horizon_s = match get("horizon") {
+            None => None,
+            Some(_) if metric != Metric::DesiredReplicas => {
+                return Err(bad("horizon", "only with metric desired_replicas"));
+            }
+            Some(v) => Some(seconds("horizon", v)?),
+        };
         let timeout_s = get("timeout").map(|v| seconds("timeout", v)).transpose()?;
         Ok(Config {
             pods,
             metric,
             target,
+            signal,
+            queue_target,
+            horizon_s,
             activation_target,
             window_s,
             engine,
@@ -436,6 +511,9 @@ mod tests {
             (("latencyTarget", "5s"), "latencyTarget"),
             (("activationTarget", "x"), "activationTarget"),
             (("timeout", "-3s"), "timeout"),
+            (("signal", "in_flight"), "signal"),
+            (("queueTarget", "5"), "queueTarget"),
+            (("horizon", "5m"), "horizon"),
         ] {
             let mut m = meta(&base);
             m.insert(change.0.into(), change.1.into());

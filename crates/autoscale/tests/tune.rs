@@ -1,0 +1,108 @@
+//! `tune` on a small suite: what it chooses holds (no flap at a steady load, the SLO met),
+//! its target is the measurement's, and the seeds' queue trigger is caught flapping.
+
+mod common;
+
+use inferscale_analysis::Thresholds;
+use inferscale_analysis::scaling::Primary;
+use inferscale_autoscale::rehearse::{Client, Exporters};
+use inferscale_autoscale::traffic::Traffic;
+use inferscale_autoscale::tune::{Trace, TuneSetup, tune};
+
+fn thresholds() -> Thresholds {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/runs/thresholds-tuned.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut t: Thresholds =
+        inferscale_analysis::read_thresholds(&text).unwrap_or_else(|e| panic!("{e}"));
+    t.scaling = None;
+    t
+}
+
+fn trace(name: &str, spec: &str, duration_s: f64) -> Trace {
+    let traffic = Traffic::pattern(spec, |s| {
+        s.strip_suffix('s')
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| s.to_owned())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut t = Trace::from_traffic(name, traffic);
+    t.duration_s = duration_s;
+    t
+}
+
+#[test]
+fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
+    let t = thresholds();
+    let c = t.capacity_rps.unwrap_or_else(|| unreachable!());
+    let mut o = inferscale_manifests::Options::example();
+    o.model_name = t.source.model.clone();
+    o.cold_start_s = 270;
+    o.max_replicas = 6;
+    let mut base = common::setup(3600.0);
+    base.client = Client::OPENAI_SDK;
+    base.cluster.node_provisioning = inferscale_autoscale::cluster::Delay::Fixed(180.0);
+    base.cluster.image_pull = inferscale_autoscale::cluster::Delay::Fixed(0.0);
+    base.cluster.model_load = inferscale_autoscale::cluster::Delay::Fixed(90.0);
+    let steady = trace("steady-2x", &format!("hold:{}@1800s", 2.0 * c), 1800.0);
+    assert!(steady.steady);
+    let ramp = trace(
+        "ramp",
+        &format!("ramp:{}..{}@1200s,hold:{}@300s", 0.5 * c, 2.2 * c, 2.2 * c),
+        1500.0,
+    );
+    let ts = TuneSetup {
+        base,
+        thresholds: t.clone(),
+        options: o,
+        attainment: 0.99,
+        capacity_rps: c,
+        startup_s: 270.0,
+        gpus_per_replica: 1,
+        suite: vec![steady, ramp],
+        held_out: Vec::new(),
+    };
+    let engine = common::eks();
+    let make = move || -> Box<dyn Exporters> { Box::new(common::sim(&engine)) };
+    let (report, policy) = tune(&ts, &make, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    // The seeds' queue trigger flaps at a steady 2× load: the tuning says so.
+    let seeds = report.seeds.results.iter().find(|r| r.trace == "steady-2x");
+    let seeds = seeds.unwrap_or_else(|| panic!("no seeds' result"));
+    assert!(seeds.flaps > 0 && !seeds.held, "{seeds:?}");
+    assert!(seeds.why_not.as_ref().is_some_and(|w| w.contains("flaps")));
+    // What it chose held: no flap at the steady load, the SLO met on every trace.
+    let p = policy.unwrap_or_else(|| panic!("nothing held: {:?}", report.statements));
+    let chosen = &report.candidates[report.chosen.unwrap_or_else(|| unreachable!())];
+    for r in &chosen.results {
+        assert!(r.held, "{r:?}");
+        assert!(r.attainment_outside >= 0.99, "{r:?}");
+    }
+    let steady = chosen.results.iter().find(|r| r.trace == "steady-2x");
+    assert_eq!(steady.map(|r| r.flaps), Some(0));
+    // Its target is the measurement's: Little's law (or the capacity) at its utilisation of
+    // the capacity at the SLO, not a constant.
+    let u = p.utilisation.unwrap_or_else(|| unreachable!());
+    let w = t.healthy.e2e_mean_seconds.unwrap_or_else(|| unreachable!());
+    let expected = match p.primary {
+        Primary::InFlight => u * report.capacity_slo_rps * w,
+        Primary::ArrivalRate => u * report.capacity_slo_rps,
+        Primary::Queue => unreachable!("the queue is not proportional"),
+    };
+    assert!(
+        (p.target - expected).abs() <= 0.01 * expected,
+        "{} vs {expected}",
+        p.target
+    );
+    // The capacity at the SLO is the engine's, near the measured capacity.
+    assert!(
+        report.capacity_slo_rps > 0.8 * c && report.capacity_slo_rps <= 1.01 * c,
+        "{}",
+        report.capacity_slo_rps
+    );
+    // And it costs less than the seeds' configuration.
+    assert!(chosen.gpu_hours < report.seeds.gpu_hours, "{report:?}");
+    let tuned = p.tuned.unwrap_or_else(|| unreachable!());
+    assert_eq!(tuned.steady_flaps, 0);
+}
