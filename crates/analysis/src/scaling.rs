@@ -205,12 +205,19 @@ impl Policy {
                 q
             }
         };
-        let booster = (primary != Primary::Queue).then_some(t.scale_out.queue_depth_per_pod);
+        // The booster asks for more replicas only for a queue the others cannot drain in
+        // time: what the spare capacity at this utilisation serves in a start-up, per pod (and
+        // never below the measured scale-out threshold).
+        let spare = ((1.0 - u) * capacity_rps * startup_s.max(0.0)).round() as u32;
+        let booster = (primary != Primary::Queue)
+            .then_some(spare.max(t.scale_out.queue_depth_per_pod).max(1));
         if let Some(q) = booster {
             reasons.insert(
                 "queue_booster".into(),
                 format!(
-                    "a second trigger on the queue at {q} waiting per pod (the measured scale-out threshold): a step fills the queue within seconds, before the primary's average shows it; at a steady load the queue is near 0 and this trigger asks for nothing"
+                    "a second trigger on the queue at {q} waiting per pod: what a replica's spare capacity at this utilisation ({:.0} % of {capacity_rps:.1} req/s) serves in a start-up ({startup_s:.0} s), and at least the measured scale-out threshold ({}). A step fills the queue within seconds; a backlog the replicas cannot clear before a new one could start asks for more, and the more there are the sooner the backlog on the first ones drains (the Service spreads new requests over all of them). A queue of a few seconds' work asks for nothing",
+                    (1.0 - u) * 100.0,
+                    t.scale_out.queue_depth_per_pod
                 ),
             );
         }

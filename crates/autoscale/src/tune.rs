@@ -905,19 +905,38 @@ pub fn tune(
             best = Some(i);
         }
     }
-    if let Some(b) = best {
-        let base = candidates[b]
-            .policy
-            .clone()
-            .unwrap_or_else(|| tuner.policy(Primary::InFlight, u_star, true));
+    // The trims, then those that held again on the new best (so that two trims that each
+    // held and saved are tried together), skipping a policy already tried.
+    let mut worth: Option<Vec<String>> = None;
+    for _round in 0..2 {
+        let Some(b) = best else { break };
+        let Some(base) = candidates[b].policy.clone() else {
+            break;
+        };
+        let mut held = Vec::new();
         for (what, p) in trims(&base, ts.startup_s, room) {
-            let r = tuner.runnable(Tuner::label(&p, &what), Some(p))?;
+            if worth.as_ref().is_some_and(|w| !w.contains(&what))
+                || candidates
+                    .iter()
+                    .any(|c| c.policy.as_ref().is_some_and(|q| same(q, &p)))
+            {
+                continue;
+            }
+            let label = format!("{}{what}", candidates[b].label);
+            let r = tuner.runnable(label, Some(p))?;
             candidates.push(tuner.evaluate(&r, &ts.suite, true)?);
             let i = candidates.len() - 1;
+            if candidates[i].held {
+                held.push(what);
+            }
             if better(&candidates, best, i) {
                 best = Some(i);
             }
         }
+        if best == Some(b) || held.is_empty() {
+            break;
+        }
+        worth = Some(held);
     }
     let front = pareto(&candidates);
     let mut held_out = Vec::new();
@@ -1010,6 +1029,21 @@ pub fn tune(
     Ok((report, chosen_policy))
 }
 
+/// Whether two policies scale alike (their reasons aside).
+fn same(a: &Policy, b: &Policy) -> bool {
+    a.primary == b.primary
+        && a.utilisation == b.utilisation
+        && a.target == b.target
+        && a.horizon_s == b.horizon_s
+        && a.queue_booster == b.queue_booster
+        && a.guardrail_s == b.guardrail_s
+        && a.min_replicas == b.min_replicas
+        && a.max_replicas == b.max_replicas
+        && a.scale_up == b.scale_up
+        && a.scale_down == b.scale_down
+        && a.consolidate_after_s == b.consolidate_after_s
+}
+
 /// Cheaper variants of `base`: a scale-down window of one start-up, nodes consolidated at
 /// once, no queue booster — each alone, and the first two together.
 fn trims(base: &Policy, startup_s: f64, room: u32) -> Vec<(String, Policy)> {
@@ -1058,6 +1092,17 @@ fn trims(base: &Policy, startup_s: f64, room: u32) -> Vec<(String, Policy)> {
         out.push((", down window = start-up, nodes at once".into(), both));
     }
     out.push((", nodes consolidated at once".into(), fast_nodes));
+    let mut warm = base.clone();
+    warm.min_replicas += 1;
+    warm.max_replicas = warm.max_replicas.map(|m| m.max(warm.min_replicas));
+    warm.reasons.insert(
+        "min_replicas".into(),
+        format!(
+            "{}: one replica more than the load needs at its lowest, kept warm: a step that would have queued on one replica is shared by two, and the rehearsal showed it costs less than the replicas a backlog would take to drain",
+            warm.min_replicas
+        ),
+    );
+    out.push((format!(", {} warm at least", warm.min_replicas), warm));
     if base.queue_booster.is_some() {
         let mut no_booster = base.clone();
         no_booster.queue_booster = None;

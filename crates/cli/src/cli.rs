@@ -1124,9 +1124,13 @@ What each ScaledObject asks for is in its trigger's metadata (KEDA sends it with
       service: vllm                # pods from the Service's EndpointSlices...
       port: \"8000\"                 # ...on this port (a number or a port name)
       # targets: http://10.0.0.5:8000,http://10.0.0.6:8000   # ...or listed base URLs
-      metric: desired_replicas     # queue_depth, running, kv_cache_usage, ttft_p95,
-                                   # queue_time_p95, e2e_p95, desired_replicas
-      target: \"5\"                  # per replica (for desired_replicas: queue per replica)
+      metric: desired_replicas     # queue_depth, running, in_flight, arrival_rate,
+                                   # kv_cache_usage, ttft_p95, queue_time_p95, e2e_p95,
+                                   # desired_replicas
+      target: \"100\"                # per replica (for desired_replicas: of its signal)
+      signal: in_flight            # desired_replicas' signal (default queue_depth)
+      queueTarget: \"27\"            # ...and a queue booster per replica
+      horizon: 330s                # ...and the signal predicted this far ahead
       latencyTarget: 10s           # desired_replicas' guardrail (latencyMetric: e2e_p95)
       window: 60s                  # percentiles over this window
       activationTarget: \"0\"

@@ -139,10 +139,7 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
                     "metadata",
                     map(vec![
                         ("serverAddress", s(o.prometheus_url.clone())),
-                        (
-                            "query",
-                            Y::Block(promql::ahead(&primary_query(p, o), "5m", h)),
-                        ),
+                        ("query", Y::Block(promql::ahead(&primary_query(p, o), h))),
                         ("threshold", s(fmt_num(p.target))),
                         ("ignoreNullValues", s("false")),
                     ]),

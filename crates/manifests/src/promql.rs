@@ -104,10 +104,15 @@ pub fn arrival_rate(sel: &Sel, window_s: u32) -> String {
     )
 }
 
-/// `expr` predicted `horizon_s` seconds ahead by a straight line through its last
-/// `window` (sampled every 15 s, a Prometheus scrape): `predict_linear` over a subquery.
-pub fn ahead(expr: &str, window: &str, horizon_s: u32) -> String {
-    format!("predict_linear(\n  ({expr})[{window}:15s],\n  {horizon_s}\n)")
+/// `expr` (one series) predicted `horizon_s` seconds ahead by a straight line through its
+/// last five minutes (sampled every 15 s, a Prometheus scrape): `predict_linear` over a
+/// subquery, once the window holds four minutes of samples; before (a deployment that just
+/// started, whose first samples would make any line steep) `expr` itself. The result is
+/// always the one series `expr` is.
+pub fn ahead(expr: &str, horizon_s: u32) -> String {
+    format!(
+        "(\n  sum(predict_linear(({expr})[5m:15s], {horizon_s}))\n  and on()\n  sum(count_over_time(({expr})[5m:15s])) >= 16\n)\nor on() ({expr})"
+    )
 }
 
 /// The bucket rates of a histogram summed by `le` (and `by`), with name fallback.

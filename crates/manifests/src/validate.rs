@@ -757,7 +757,11 @@ pub fn lint(so: &Value) -> Vec<Finding> {
         if t["metadata"]["ignoreNullValues"].as_str() != Some("false") {
             out.push(Finding::warning("lint.ignore-null-values", format!("{p}.metadata.ignoreNullValues"), "ignoreNullValues defaults to true: an empty result (Prometheus down, series gone) reads as 0 and the fallback never fires", "set ignoreNullValues: \"false\" and add a fallback"));
         }
-        if !q.trim_start().starts_with("sum") && !q.contains("histogram_quantile") {
+        let one = inferscale_promql::Query::parse(q).map_or_else(
+            |_| q.trim_start().starts_with("sum") || q.contains("histogram_quantile"),
+            |parsed| parsed.at_most_one_series(),
+        );
+        if !one {
             out.push(Finding::warning("lint.not-aggregated", format!("{p}.metadata.query"), "the query is not aggregated: KEDA fails as soon as it returns more than one series", "wrap it in sum(...)"));
         }
         for d in &deprecated {

@@ -72,6 +72,15 @@ impl Query {
         &self.expr
     }
 
+    /// Whether the query's result is, by its form, at most one series (what KEDA's
+    /// Prometheus scaler needs): an aggregation without grouping labels (or by `le` under
+    /// `histogram_quantile`), a number, `vector(…)`, or operators and functions that keep one
+    /// series one. A bare selector or a grouped aggregation may return several; this says
+    /// "not proven", not "several".
+    pub fn at_most_one_series(&self) -> bool {
+        one_series(&self.expr, false)
+    }
+
     /// The metric names the query selects, in order of appearance, each once.
     pub fn metric_names(&self) -> Vec<String> {
         fn walk(e: &Expr, out: &mut Vec<String>) {
@@ -126,6 +135,54 @@ impl std::str::FromStr for Query {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Query::parse(s)
+    }
+}
+
+/// See [`Query::at_most_one_series`]. `le_ok`: under `histogram_quantile`, where grouping by
+/// `le` alone still gives one series.
+fn one_series(e: &Expr, le_ok: bool) -> bool {
+    use promql_parser::parser::{Expr as E, LabelModifier};
+    match e {
+        E::NumberLiteral(_) | E::StringLiteral(_) => true,
+        E::Paren(p) => one_series(&p.expr, le_ok),
+        E::Unary(u) => one_series(&u.expr, le_ok),
+        E::Subquery(s) => one_series(&s.expr, le_ok),
+        E::Aggregate(a) => {
+            use promql_parser::parser::token;
+            let op = a.op.id();
+            if matches!(
+                op,
+                token::T_TOPK
+                    | token::T_BOTTOMK
+                    | token::T_COUNT_VALUES
+                    | token::T_LIMITK
+                    | token::T_LIMIT_RATIO
+            ) {
+                return false;
+            }
+            match &a.modifier {
+                None => true,
+                Some(LabelModifier::Include(l)) => {
+                    l.labels.is_empty() || (le_ok && l.labels.iter().all(|n| n == "le"))
+                }
+                Some(LabelModifier::Exclude(_)) => false,
+            }
+        }
+        E::Binary(b) => one_series(&b.lhs, le_ok) && one_series(&b.rhs, le_ok),
+        E::Call(c) => {
+            let args = &c.args.args;
+            match c.func.name {
+                "vector" | "scalar" | "time" | "pi" => true,
+                "histogram_quantile" => args.get(1).is_some_and(|a| one_series(a, true)),
+                "absent" | "absent_over_time" => true,
+                "label_replace" | "label_join" => false,
+                _ => args
+                    .iter()
+                    .filter(|a| !matches!(***a, E::NumberLiteral(_) | E::StringLiteral(_)))
+                    .all(|a| one_series(a, le_ok)),
+            }
+        }
+        E::VectorSelector(_) | E::MatrixSelector(_) | E::Extension(_) => false,
     }
 }
 
@@ -359,6 +416,32 @@ fn push_escaped(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_form_of_a_query_says_whether_it_is_one_series() {
+        let one = |q: &str| Query::parse(q).map(|q| q.at_most_one_series());
+        for q in [
+            "sum(x)",
+            "sum(x) + sum(y) / 120",
+            "histogram_quantile(0.95, sum by (le) (rate(h_bucket[2m])))",
+            "(sum(predict_linear((sum(x))[5m:15s], 330)) and on() sum(count_over_time((sum(x))[5m:15s])) >= 16) or on() (sum(x))",
+            "sum(a) or vector(0)",
+            "max_over_time(sum(x)[1m:])",
+        ] {
+            assert_eq!(one(q), Ok(true), "{q}");
+        }
+        for q in [
+            "x",
+            "rate(x[1m])",
+            "sum by (pod) (x)",
+            "sum without (pod) (x)",
+            "histogram_quantile(0.95, sum by (le, pod) (rate(h_bucket[2m])))",
+            "topk(1, x)",
+            "sum(x) + y",
+        ] {
+            assert_eq!(one(q), Ok(false), "{q}");
+        }
+    }
+
     use super::*;
 
     #[test]

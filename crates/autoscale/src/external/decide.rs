@@ -173,12 +173,14 @@ impl Trend {
         self.points.back().map(|p| p.0)
     }
 
-    /// The value `horizon_s` after the last one recorded, on the line; `None` with fewer than
-    /// two points at distinct times.
+    /// The value `horizon_s` after the last one recorded, on the line; `None` until the
+    /// points span four fifths of the window (a trigger just started, whose first values
+    /// would make any line steep: the generated `predict_linear` waits the same).
     pub fn predict(&self, horizon_s: f64) -> Option<f64> {
         let (at, _) = *self.points.back()?;
+        let (first, _) = *self.points.front()?;
         let n = self.points.len() as f64;
-        if n < 2.0 {
+        if n < 2.0 || at - first < 0.8 * TREND_WINDOW_S {
             return None;
         }
         let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
@@ -666,6 +668,9 @@ mod tests {
     fn a_trend_predicts_a_rising_signal_ahead() {
         let mut t = Trend::default();
         assert_eq!(t.predict(60.0), None);
+        t.record(0.0, 1.0);
+        t.record(15.0, 100.0);
+        assert_eq!(t.predict(60.0), None, "too young to draw a line through");
         for i in 0..40 {
             // 2 per second, and a point beyond the window that must be forgotten.
             t.record(f64::from(i) * 15.0, 100.0 + 30.0 * f64::from(i));

@@ -247,6 +247,9 @@ pub(super) fn scale_cycle(e: &Evidence) -> Outcome {
                 fix,
             ),
             Ok(v) => {
+                // `run` writes the generated ScaledObject's summary under `generated` (beside
+                // the seeds' shape); a rehearsal's own `--json`, and older runs, at the top.
+                let v = v.get("generated").filter(|g| g.is_object()).unwrap_or(v);
                 let done = v.get("cycle_completed").and_then(|b| b.as_bool());
                 let most = v.get("max_replicas").and_then(|b| b.as_u64()).unwrap_or(0);
                 let last = v
