@@ -204,7 +204,9 @@ pub fn nice_up(x: f64) -> f64 {
     } else {
         1.0
     };
-    ((x / step) - 1e-9).ceil() * step
+    // Rounded again so that the steps' binary representation does not show (1.9, not
+    // 1.9000000000000001).
+    ((((x / step) - 1e-9).ceil() * step) * 1e6).round() / 1e6
 }
 
 /// A latency threshold `factor × base`, rounded up to a readable value when that keeps it
@@ -453,6 +455,8 @@ mod tests {
         assert_eq!(nice_up(5.0), 5.0);
         assert_eq!(nice_up(0.42), 0.5);
         assert_eq!(nice_up(12.2), 13.0);
+        assert_eq!(nice_up(1.85), 1.9);
+        assert_eq!(format!("{}", nice_up(1.81)), "1.9");
         // 2 × 2.2 = 4.4 → 4.5 (2.05×), 1.25 × 2.2 = 2.75 → 3.0 (1.36×).
         assert_eq!(readable(2.2, 2.0, 1.5, 3.0), 4.5);
         assert_eq!(readable(2.2, 1.25, 1.0, 1.5), 3.0);

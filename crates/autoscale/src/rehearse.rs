@@ -113,15 +113,18 @@ pub const REACTION_S: f64 = 60.0;
 /// A new replica is ready a start-up (`startup_s`) plus [`REACTION_S`] after the rise at
 /// the earliest; until then the `n0` replicas ready take the new rate and queue what they
 /// cannot serve (at `capacity_rps` each). vLLM's queues are per replica (what waits in one
-/// cannot move to another), so that backlog drains no faster than they serve it with no new
-/// arrivals — what a policy that adds enough replicas, or a least-outstanding router, gets
-/// close to; requests arriving later are the policy's to serve within the SLO. Times in the
-/// words are less `offset_s` (a warm-in).
+/// cannot move to another), so that backlog drains only as fast as those replicas serve
+/// beyond their share of the new arrivals: the transient lasts until it has drained with
+/// twice the replicas the new rate needs (`2 × ceil(rate / capacity_slo_rps)`) sharing them
+/// — what a policy with room for them does; more drain it sooner, and a least-outstanding
+/// router at the replicas' full speed. Requests arriving later are the policy's to serve
+/// within the SLO. Times in the words are less `offset_s` (a warm-in).
 pub fn start_up_transients(
     traffic: &Traffic,
     out: &Outcome,
     startup_s: f64,
     capacity_rps: f64,
+    capacity_slo_rps: f64,
     offset_s: f64,
 ) -> Vec<(Window, u32)> {
     let c = capacity_rps.max(1e-9);
@@ -138,12 +141,20 @@ pub fn start_up_transients(
                 .max(1);
             let until_ready = startup_s + REACTION_S;
             let backlog = (to / f64::from(n0) - c).max(0.0) * until_ready;
-            let drain = backlog / c;
+            let sharing = 2.0 * (to / capacity_slo_rps.max(1e-9)).ceil().max(f64::from(n0) + 1.0);
+            let spare = c - to / sharing;
+            let drain = if backlog <= 0.0 {
+                0.0
+            } else if spare > 0.0 {
+                backlog / spare
+            } else {
+                f64::INFINITY
+            };
             let window = Window {
                 from_s: at,
                 to_s: at + until_ready + drain,
                 why: format!(
-                    "a step from {from:.1} to {to:.1} req/s ({:.1}× to {:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: {n0} replica{} ready take it for the {until_ready:.0} s until one more can serve, {:.0} requests queue on {} meanwhile and take {drain:.0} s more to drain",
+                    "a step from {from:.1} to {to:.1} req/s ({:.1}× to {:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: {n0} replica{} ready take it for the {until_ready:.0} s until one more can serve, {:.0} requests queue on {} meanwhile and take {drain:.0} s more to drain with {sharing:.0} replicas sharing the new arrivals",
                     from / c,
                     to / c,
                     at - offset_s,

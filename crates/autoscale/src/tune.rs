@@ -332,8 +332,13 @@ pub struct TuneSetup {
     pub options: Options,
     /// The share of requests that must meet the SLO outside the transients (0.99).
     pub attainment: f64,
-    /// One replica's measured capacity, req/s (the suite's unit).
+    /// One replica's capacity, req/s (the suite's unit, and what a warm replica serves while
+    /// a step's backlog drains): the measured saturation throughput, or the capacity at the
+    /// SLO when the run never saturated.
     pub capacity_rps: f64,
+    /// The replica's capacity at the SLO when the caller found it already
+    /// ([`capacity_at_slo`]); `None`: found here.
+    pub capacity_slo_rps: Option<f64>,
     /// A new replica's start-up on a new node, seconds.
     pub startup_s: f64,
     /// GPUs per replica (its tensor-parallel size).
@@ -589,6 +594,7 @@ impl Tuner<'_> {
             out,
             self.ts.startup_s,
             self.ts.capacity_rps,
+            self.capacity_slo,
             WARM_S,
         )
     }
@@ -820,13 +826,18 @@ pub fn tune(
         return Err(TuneError::NoTraces);
     }
     let slo = ts.base.slo_e2e_s;
+    let capacity_slo = match ts.capacity_slo_rps {
+        Some(c) => c,
+        None => {
+            progress(&format!(
+                "capacity at the SLO: the highest steady rate one replica serves with {:.1} % of requests within {slo} s:",
+                ts.attainment * 100.0
+            ));
+            capacity_at_slo(&ts.base, ts.capacity_rps, slo, ts.attainment)?
+        }
+    };
     progress(&format!(
-        "capacity at the SLO: the highest steady rate one replica serves with {:.1} % of requests within {slo} s…",
-        ts.attainment * 100.0
-    ));
-    let capacity_slo = capacity_at_slo(&ts.base, ts.capacity_rps, slo, ts.attainment)?;
-    progress(&format!(
-        "  {capacity_slo:.2} req/s per replica ({:.0} % of the measured {:.2} req/s)",
+        "  {capacity_slo:.2} req/s per replica ({:.0} % of {:.2} req/s)",
         capacity_slo / ts.capacity_rps * 100.0,
         ts.capacity_rps
     ));

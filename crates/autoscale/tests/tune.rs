@@ -59,6 +59,7 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
         options: o,
         attainment: 0.99,
         capacity_rps: c,
+        capacity_slo_rps: None,
         startup_s: 270.0,
         gpus_per_replica: 1,
         suite: vec![steady, ramp],

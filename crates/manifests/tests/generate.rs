@@ -462,7 +462,10 @@ fn the_tuned_policy_is_written_validated_and_explained() {
                 .contains(&format!("threshold: \"{}\"", p.target))
                 || scaler == inferscale_manifests::ScalerKind::External
         );
-        assert!(so.contents.contains("stabilizationWindowSeconds: 300"));
+        assert!(so.contents.contains(&format!(
+            "stabilizationWindowSeconds: {}",
+            p.scale_down.window_s
+        )));
         assert!(
             so.contents
                 .replace("\n# ", " ")
@@ -475,9 +478,15 @@ fn the_tuned_policy_is_written_validated_and_explained() {
             .find(|f| f.path == "karpenter-nodepool.yaml")
             .unwrap();
         assert_eq!(consolidate_after_s(&t, &o), p.consolidate_after_s);
+        let after = match p.consolidate_after_s {
+            0 => "0s".to_owned(),
+            s if s % 60 == 0 => format!("{}m", s / 60),
+            s => format!("{}m{}s", s / 60, s % 60),
+        };
         assert!(
-            pool.contents.contains("consolidateAfter: 5m"),
-            "{}",
+            pool.contents
+                .contains(&format!("consolidateAfter: {after}")),
+            "{after}: {}",
             pool.contents
         );
     }

@@ -374,7 +374,8 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
                 "rehearsal: the generated ScaledObject and the seeds' shape under a step to 2.5× the capacity and back, in virtual time"
             );
             let o = crate::job::manifests::options(t, &a.cluster)?;
-            match standard(t, &o, dir, replica, &a.out) {
+            let unit = tuned.as_ref().map(|r| r.capacity_rps);
+            match standard(t, &o, dir, replica, &a.out, unit) {
                 Ok(v) => {
                     let page =
                         inferscale_report::html::render_with(&report, &written.analysis, &v.html);

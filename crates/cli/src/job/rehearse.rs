@@ -291,10 +291,13 @@ pub(crate) fn set_apart(
     capacity_rps: f64,
     from_s: f64,
 ) {
+    // The capacity at the SLO is not known here: the capacity stands for it (a little
+    // fewer replicas sharing the arrivals: a slightly longer transient).
     let windows: Vec<Window> = inferscale_autoscale::rehearse::start_up_transients(
         traffic,
         out,
         startup_s,
+        capacity_rps,
         capacity_rps,
         0.0,
     )
@@ -327,18 +330,22 @@ pub(crate) struct Verdict {
 /// Pods and nodes follow what the generated files assume (`o`): a new node takes the
 /// NodePool's provisioning, a replica serves the rest of `--cold-start` after its node is
 /// up, and an empty node goes after the NodePool's `consolidateAfter`.
+///
+/// `capacity` is a replica's (the tuning's unit when it ran: the capacity at the SLO for a
+/// run that never saturated its server), else the thresholds'.
 pub(crate) fn standard(
     t: &Thresholds,
     o: &inferscale_manifests::Options,
     dir: &Path,
     replica: &crate::job::replica::Replica,
     out: &Path,
+    capacity: Option<f64>,
 ) -> Result<Verdict> {
     let model_name = o.model_name.as_str();
     let generated = read_scaledobject(&dir.join("scaledobject.yaml"))?;
     let (rules, interval) = read_rules(&dir.join("prometheusrule.yaml"))?;
-    let capacity = t
-        .capacity_rps
+    let capacity = capacity
+        .or(t.capacity_rps)
         .or(t.saturation_rps)
         .ok_or_else(|| anyhow!("the thresholds have no capacity to shape the traffic on"))?;
     let (low, high) = (
@@ -396,7 +403,7 @@ pub(crate) fn standard(
         labelled.push((label, out));
     }
     let shape =
-        format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× the measured {capacity:.1} req/s)");
+        format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× a replica's {capacity:.1} req/s)");
     let mut text = format!(
         "rehearsal ({}; {shape}; clients give up after 600 s and retry twice, as the OpenAI SDKs do; the generated alerts evaluated):\n",
         replica.about

@@ -9,7 +9,8 @@ use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::Policy;
 use inferscale_autoscale::rehearse::{Client, Exporters, Setup};
 use inferscale_autoscale::tune::{
-    Evaluated, Trace, TraceResult, TuneReport, TuneSetup, builtin_held_out, builtin_suite, tune,
+    Evaluated, Trace, TraceResult, TuneReport, TuneSetup, builtin_held_out, builtin_suite,
+    capacity_at_slo, tune,
 };
 use inferscale_engine::fleet::Routing;
 use inferscale_manifests::Options;
@@ -58,37 +59,10 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
     if !(slo.is_finite() && slo > 0.0) {
         return Err(anyhow!("--slo-e2e {slo} s: expected more than 0"));
     }
-    let builtin = ask.suite.is_none();
-    let suite = ask.suite.unwrap_or_else(|| builtin_suite(capacity));
-    let held_out = ask.held_out.unwrap_or_else(|| {
-        if builtin {
-            builtin_held_out(capacity)
-        } else {
-            Vec::new()
-        }
-    });
     let engine = ask.replica.engine.clone();
     let mut o = ask.options;
     o.policy = None;
-    if !ask.max_given {
-        // Room for the suite's peak at 80 % of the measured capacity, and one replica more:
-        // what a policy that holds needs (the capacity at the SLO is not known yet; a policy
-        // that needs more than this at the peak is not one worth having). More room would
-        // only let the HPA over-provision after a step.
-        let peak = suite
-            .iter()
-            .chain(&held_out)
-            .map(|tr| tr.traffic.peak(tr.duration_s))
-            .fold(0.0, f64::max);
-        let need = (peak / (0.8 * capacity)).ceil() as u32 + 1;
-        o.max_replicas = o
-            .max_replicas
-            .max(need)
-            .min(inferscale_manifests::MAX_REPLICAS);
-    }
-    let cluster = cluster(t, &o, &engine, 1);
-    let gpus = cluster.gpus_per_pod;
-    let base = Setup {
+    let mut base = Setup {
         request: request(None, None, Some(t)),
         routing: Routing::Random,
         initial_replicas: 1,
@@ -99,20 +73,64 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
         hpa_sync_s: 15.0,
         rule_interval_s: 30.0,
         step_s: 15.0,
-        cluster,
+        cluster: cluster(t, &o, &engine, 1),
         rules: Vec::new(),
         client: ask.client,
         transients: Vec::new(),
         judge_from_s: 0.0,
         engine: engine.clone(),
     };
+    eprintln!(
+        "tune: capacity at the SLO: the highest steady rate one replica serves with {:.1} % of requests within {slo} s…",
+        ask.attainment * 100.0
+    );
+    let capacity_slo = capacity_at_slo(&base, capacity, slo, ask.attainment)?;
+    // The suite's unit: the measured capacity; when the run did not saturate the server (it
+    // never got there, or the client was the limit), that is an estimate, and the capacity
+    // at the SLO is the better measure of what a replica holds.
+    let unit = if t.status == inferscale_analysis::Status::Saturated {
+        capacity
+    } else {
+        eprintln!(
+            "tune: the run did not saturate the server ({}): the suite is in multiples of the capacity at the SLO ({capacity_slo:.1} req/s), not of the {capacity:.1} req/s estimated",
+            t.rationale.get("saturation").map_or("", String::as_str)
+        );
+        capacity_slo
+    };
+    let builtin = ask.suite.is_none();
+    let suite = ask.suite.unwrap_or_else(|| builtin_suite(unit));
+    let held_out = ask.held_out.unwrap_or_else(|| {
+        if builtin {
+            builtin_held_out(unit)
+        } else {
+            Vec::new()
+        }
+    });
+    if !ask.max_given {
+        // Room for the suite's peak at 80 % of a replica's capacity, and one replica more:
+        // what a policy that holds needs. More room would only let the HPA over-provision
+        // after a step (the search tries twice as much where a step's backlog needs it).
+        let peak = suite
+            .iter()
+            .chain(&held_out)
+            .map(|tr| tr.traffic.peak(tr.duration_s))
+            .fold(0.0, f64::max);
+        let need = (peak / (0.8 * unit)).ceil() as u32 + 1;
+        o.max_replicas = o
+            .max_replicas
+            .max(need)
+            .min(inferscale_manifests::MAX_REPLICAS);
+    }
+    base.cluster = cluster(t, &o, &engine, 1);
+    let gpus = base.cluster.gpus_per_pod;
     let startup_s = f64::from(o.cold_start_s);
     let ts = TuneSetup {
         base,
         thresholds: t.clone(),
         options: o.clone(),
         attainment: ask.attainment,
-        capacity_rps: capacity,
+        capacity_rps: unit,
+        capacity_slo_rps: Some(capacity_slo),
         startup_s,
         gpus_per_replica: gpus,
         suite,
