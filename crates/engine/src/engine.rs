@@ -672,6 +672,26 @@ impl Engine {
             && self.in_flight.is_none()
     }
 
+    /// Frees what an idle engine holds beyond its statistics (its prefix cache, its queues'
+    /// allocations): for a replica that left.
+    pub fn shed(&mut self) {
+        if !self.is_idle() {
+            return;
+        }
+        self.pool.shed();
+        self.waiting = VecDeque::new();
+        self.running = Vec::new();
+        self.spare_scheduled = Vec::new();
+        self.spare_finished = Vec::new();
+        self.spare_ended = Vec::new();
+        self.decoders.slots = Vec::new();
+        self.decoders.vacant = Vec::new();
+        // With no member every entry is stale.
+        for bucket in &mut self.decoders.ends {
+            *bucket = Vec::new();
+        }
+    }
+
     /// Adds a request arriving at `now` and returns its id. The caller has checked it against
     /// `max_model_len`.
     pub fn submit(&mut self, spec: RequestSpec, now: f64) -> u64 {

@@ -352,6 +352,7 @@ impl Fleet {
                 // It went idle at its last step's end (a pod never ready leaves at once).
                 let idle_at = r.engine.stats().now;
                 r.left_at = Some(r.draining_since.map_or(t, |d| d.max(idle_at)).min(t));
+                r.engine.shed();
                 self.gone.push(r);
             } else {
                 i += 1;

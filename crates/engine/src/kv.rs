@@ -348,6 +348,19 @@ impl BlockPool {
         true
     }
 
+    /// Drops every cached block nobody holds and the cache's allocations (an engine that
+    /// left keeps only its statistics: a rehearsal that starts hundreds of replicas must not
+    /// keep hundreds of caches).
+    pub fn shed(&mut self) {
+        if let Some(c) = self.cache.as_mut() {
+            self.free += c.evictable_len;
+            c.entries.retain(|_, e| e.refs > 0);
+            c.entries.shrink_to_fit();
+            c.evictable = std::collections::VecDeque::new();
+            c.evictable_len = 0;
+        }
+    }
+
     /// Lets go of `keys` (in reverse, as vLLM frees a request's blocks, so that its last
     /// blocks are evicted first): a block nobody holds stays cached, evictable.
     pub fn unhold(&mut self, keys: &[BlockKey]) {
@@ -525,5 +538,20 @@ mod tests {
         assert!(queued <= 1026, "{queued}");
         assert!(pool.take(1));
         assert!(!cached(&pool, &a));
+    }
+
+    #[test]
+    fn shedding_drops_the_cache_nobody_holds_and_keeps_what_is_held() {
+        let mut pool = BlockPool::with_prefix_cache(4);
+        let (a, b) = ([(1, 0), (1, 1)], [(2, 0)]);
+        assert!(pool.hold(&a) && pool.hold(&b));
+        pool.unhold(&a);
+        pool.shed();
+        assert_eq!(pool.hits(a.iter().copied(), 2), 0, "a was evictable: gone");
+        assert_eq!(pool.hits(b.iter().copied(), 1), 1, "b is held: kept");
+        assert_eq!(pool.available(), 3);
+        assert_eq!(pool.cache.as_ref().map_or(1, |c| c.evictable.len()), 0);
+        pool.unhold(&b);
+        assert_eq!(pool.available(), 4);
     }
 }

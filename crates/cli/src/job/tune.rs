@@ -162,7 +162,7 @@ fn pct(v: f64) -> String {
     format!("{:.2} %", v * 100.0)
 }
 
-fn candidate_row(s: &mut String, e: &Evaluated, mark: &str) {
+fn candidate_row(s: &mut String, e: &Evaluated, mark: &str, width: usize) {
     let stopped = if e.complete {
         String::new()
     } else {
@@ -179,7 +179,7 @@ fn candidate_row(s: &mut String, e: &Evaluated, mark: &str) {
     };
     let _ = writeln!(
         s,
-        "{mark}{:<44} {:>5} {:>9} {:>8.2} {:>7.2}× {:>6}  {stopped}",
+        "{mark}{:<width$} {:>5} {:>9} {:>8.2} {:>7.2}× {:>6}  {stopped}",
         e.label,
         if e.held { "yes" } else { "no" },
         pct(e.worst_attainment),
@@ -189,11 +189,15 @@ fn candidate_row(s: &mut String, e: &Evaluated, mark: &str) {
     );
 }
 
+/// The policy column of the per-trace tables: the chosen candidate's label is in the table
+/// above (marked `*`), long; here it is "tuned".
+const TUNED: &str = "tuned (*)";
+
 fn trace_rows(s: &mut String, label: &str, results: &[TraceResult]) {
     for r in results {
         let _ = writeln!(
             s,
-            "  {:<14} {:<32} {:>9} {:>9} {:>7.2} {:>9.2} {:>6.2}× {:>5} {:>5}  {}",
+            "  {:<14} {:<14} {:>9} {:>9} {:>7.2} {:>9.2} {:>6.2}× {:>5} {:>5}  {}",
             r.trace,
             label,
             pct(r.attainment),
@@ -228,12 +232,18 @@ pub(crate) fn text(r: &TuneReport) -> String {
             None => "wait forever".into(),
         }
     );
+    let width = std::iter::once(&r.seeds)
+        .chain(&r.candidates)
+        .map(|e| e.label.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("candidate".len());
     let _ = writeln!(
         s,
-        "\n  {:<44} {:>5} {:>9} {:>8} {:>8} {:>6}",
+        "\n  {:<width$} {:>5} {:>9} {:>8} {:>8} {:>6}",
         "candidate", "held", "worst", "GPU-h", "vs best", "flaps"
     );
-    candidate_row(&mut s, &r.seeds, "  ");
+    candidate_row(&mut s, &r.seeds, "  ", width);
     for (i, c) in r.candidates.iter().enumerate() {
         let mark = if r.chosen == Some(i) {
             "* "
@@ -242,7 +252,7 @@ pub(crate) fn text(r: &TuneReport) -> String {
         } else {
             "  "
         };
-        candidate_row(&mut s, c, mark);
+        candidate_row(&mut s, c, mark, width);
     }
     let _ = writeln!(
         s,
@@ -251,18 +261,24 @@ pub(crate) fn text(r: &TuneReport) -> String {
     let header = |s: &mut String, title: &str| {
         let _ = writeln!(
             s,
-            "\n{title}\n  {:<14} {:<32} {:>9} {:>9} {:>7} {:>9} {:>7} {:>5} {:>5}  alerts",
+            "\n{title}\n  {:<14} {:<14} {:>9} {:>9} {:>7} {:>9} {:>7} {:>5} {:>5}  alerts",
             "trace", "policy", "SLO met", "outside", "best", "GPU-h", "×best", "flaps", "max"
         );
     };
     header(&mut s, "per trace (tuned on):");
-    if let Some(c) = r.chosen.map(|i| &r.candidates[i]) {
-        trace_rows(&mut s, &c.label, &c.results);
+    let chosen = r.chosen.map(|i| &r.candidates[i]);
+    if let Some(c) = chosen {
+        trace_rows(&mut s, TUNED, &c.results);
     }
     trace_rows(&mut s, &r.seeds.label, &r.seeds.results);
     if !r.held_out.is_empty() {
         header(&mut s, "held out (never tuned on):");
         for (label, results) in &r.held_out {
+            let label = if chosen.is_some_and(|c| &c.label == label) {
+                TUNED
+            } else {
+                label
+            };
             trace_rows(&mut s, label, results);
         }
     }
