@@ -479,6 +479,10 @@ pub fn family(name: &str) -> Option<&'static VllmFamily> {
     FAMILIES.iter().find(|f| f.name == name)
 }
 
+/// The info family whose labels are the engine's cache configuration (`block_size`,
+/// `num_gpu_blocks`, …; one sample, value 1).
+pub const CACHE_CONFIG_INFO_NAME: &str = "vllm:cache_config_info";
+
 /// The labels of `vllm:cache_config_info` that consumers read (the Gateway API inference
 /// extension reads `block_size` and `num_gpu_blocks`); a simulator should emit at least these.
 pub const CACHE_CONFIG_INFO_LABELS: &[&str] = &[

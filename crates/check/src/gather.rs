@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use inferscale_catalog::{Engine, Signal, names_of};
 use inferscale_loadgen::Target;
 use inferscale_loadgen::prometheus::Prometheus;
 use inferscale_loadgen::scrape::Scraper;
@@ -49,7 +50,7 @@ fn served(exp: &inferscale_promtext::Exposition<'_>) -> Served {
     let mut s = Served::default();
     for x in exp.samples() {
         let name = x.name();
-        if name == "vllm:cache_config_info" && s.cache_config.is_none() {
+        if name == inferscale_catalog::vllm::CACHE_CONFIG_INFO_NAME && s.cache_config.is_none() {
             s.cache_config = Some(
                 x.labels()
                     .iter()
@@ -192,12 +193,13 @@ async fn prometheus(
     let engine_series = instant(
         p,
         &format!(
-            "vllm:num_requests_waiting{{namespace={}}}",
+            "{}{{namespace={}}}",
+            catalog_name(Engine::Vllm, Signal::QueueDepth),
             q(&names.namespace)
         ),
     )
     .await;
-    let gpu_series = instant(p, "DCGM_FI_DEV_GPU_UTIL").await;
+    let gpu_series = instant(p, catalog_name(Engine::Dcgm, Signal::GpuUtil)).await;
     let rules = p
         .alert_rules()
         .await
@@ -339,4 +341,12 @@ pub async fn gather(inputs: &Inputs) -> Evidence {
         promtool,
         run,
     }
+}
+
+/// The catalog's current name for an engine's signal (every signal `check` asks for has one).
+fn catalog_name(engine: Engine, signal: Signal) -> &'static str {
+    names_of(engine, signal)
+        .map(|n| n.name)
+        .next()
+        .unwrap_or_else(|| unreachable!("the catalog names {engine}'s {signal:?}"))
 }

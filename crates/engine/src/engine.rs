@@ -139,7 +139,7 @@ impl EngineConfig {
     /// `gpu_memory_utilization` 0.9, context the smaller of the model's and 8192... as vLLM
     /// would pick the model's own; here it is capped at 32768 to keep default caches sane).
     pub fn new(gpu: GpuSpec, model: ModelSpec) -> Self {
-        let large = gpu.large_batch_defaults();
+        let (max_num_seqs, max_num_batched_tokens) = gpu.batch_defaults();
         let dtype = model.native_dtype;
         EngineConfig {
             max_model_len: model.max_context.min(32768),
@@ -148,8 +148,8 @@ impl EngineConfig {
             dtype,
             kv_dtype_bytes: 2.0,
             tensor_parallel_size: 1,
-            max_num_seqs: if large { 1024 } else { 256 },
-            max_num_batched_tokens: if large { 8192 } else { 2048 },
+            max_num_seqs,
+            max_num_batched_tokens,
             gpu_memory_utilization: 0.9,
             enforce_eager: false,
             chunked_prefill: true,

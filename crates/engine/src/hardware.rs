@@ -65,6 +65,15 @@ impl GpuSpec {
     pub fn large_batch_defaults(&self) -> bool {
         self.memory_mib >= 70.0 * 1024.0 && !self.name.to_ascii_uppercase().contains("A100")
     }
+
+    /// vLLM's default `(max_num_seqs, max_num_batched_tokens)` on this GPU.
+    pub fn batch_defaults(&self) -> (u32, u32) {
+        if self.large_batch_defaults() {
+            (1024, 8192)
+        } else {
+            (256, 2048)
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -30,7 +30,7 @@ pub(super) fn base(name: &str) -> &str {
 
 /// `None` for names that are neither vLLM's nor DCGM's (`up`, `http_requests_total`, …).
 pub(super) fn standing(name: &str) -> Option<Standing> {
-    if !(name.starts_with("vllm:") || name.starts_with("DCGM_FI_")) {
+    if !(Engine::Vllm.owns(name) || Engine::Dcgm.owns(name)) {
         return None;
     }
     let b = base(name);
@@ -45,12 +45,12 @@ pub(super) fn standing(name: &str) -> Option<Standing> {
         Some(m) => Standing::Current(Some(m.signal)),
         None if inferscale_catalog::vllm::family(b).is_some()
             || inferscale_catalog::vllm::family(name).is_some()
-            || name.starts_with("vllm:cache_config_info") =>
+            || name.starts_with(inferscale_catalog::vllm::CACHE_CONFIG_INFO_NAME) =>
         {
             Standing::Current(None)
         }
         // DCGM fields beyond the catalog's are many and stable: not judged.
-        None if name.starts_with("DCGM_FI_") => Standing::Current(None),
+        None if Engine::Dcgm.owns(name) => Standing::Current(None),
         None => Standing::Unknown,
     })
 }

@@ -260,7 +260,7 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     let first = &outcomes[0].1.summary;
     Ok(
         if first.first_scale_out_s.is_some() && !first.cycle_completed {
-            ExitCode::from(1)
+            ExitCode::from(crate::exit::CHECK_FAILED)
         } else {
             ExitCode::SUCCESS
         },

@@ -54,16 +54,6 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
             EngineConfig::new(gpu, model)
         }
     };
-    if a.profile.is_none() && (a.gpu.is_some() || a.gpu_spec.is_some()) {
-        // vLLM's batch defaults depend on the GPU.
-        let large = a
-            .gpu
-            .as_deref()
-            .and_then(find_gpu)
-            .is_some_and(|g| g.large_batch_defaults());
-        engine.max_num_seqs = if large { 1024 } else { 256 };
-        engine.max_num_batched_tokens = if large { 8192 } else { 2048 };
-    }
     if let Some(g) = &a.gpu {
         engine.gpu = find_gpu(g).ok_or_else(|| {
             anyhow!(
@@ -78,6 +68,10 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     }
     if let Some(p) = &a.gpu_spec {
         engine.gpu = crate::input::read_json::<GpuSpec>(p, "GPU spec")?;
+    }
+    if a.profile.is_none() && (a.gpu.is_some() || a.gpu_spec.is_some()) {
+        // vLLM's batch defaults depend on the GPU (the flags below may still set them).
+        (engine.max_num_seqs, engine.max_num_batched_tokens) = engine.gpu.batch_defaults();
     }
     if let Some(m) = &a.model {
         engine.model = find_model(m).ok_or_else(|| {
