@@ -117,12 +117,17 @@ fn the_checklist_passes_on_a_real_setup_and_each_check_fails_on_purpose() {
     );
     let tsdb = format!("--storage.tsdb.path={}", dir.join("data").display());
     let (_prom, addr) = inferscale_testkit::prometheus(&dir, &config, &[&tsdb]);
-    // Until Prometheus has scraped both targets.
+    // Until Prometheus has scraped both targets three times: the triggers' rate() and
+    // delta() need two samples in their window to return a series at all (a check run
+    // right after the first scrape, on a busy machine, read none).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (_, body) = http_get(
             addr,
-            &format!("/api/v1/query?query={}", urlencode("count(up == 1)")),
+            &format!(
+                "/api/v1/query?query={}",
+                urlencode("count(sum_over_time(up[1m]) >= 3)")
+            ),
         )
         .unwrap();
         if body.contains("\"2\"") {

@@ -273,6 +273,23 @@ pub struct ResolvedPlan {
     pub wait_ready: Option<Duration>,
 }
 
+impl ResolvedPlan {
+    /// The same plan against another server (one whose address was not known when the plan
+    /// was resolved, such as a simulator started afterwards): the metrics move with it
+    /// unless they were given apart.
+    pub fn at(mut self, url: Target) -> ResolvedPlan {
+        let derived = self.url.with_path("/metrics");
+        if let Some(m) = &mut self.config.metrics
+            && *m == derived
+        {
+            *m = url.with_path("/metrics");
+        }
+        self.config.client.target = url.clone();
+        self.url = url;
+        self
+    }
+}
+
 impl Plan {
     /// This plan over `base`: each setting this one gives wins; the load's shape (rates,
     /// concurrency or stages) comes from this plan entirely when it gives any of them.
@@ -682,5 +699,26 @@ mod tests {
             let e = resolve(p).unwrap_err().to_string();
             assert!(e.contains(needle), "{needle}: {e}");
         }
+    }
+
+    #[test]
+    fn a_plan_moved_to_another_server_takes_its_derived_metrics_along() {
+        let moved = |metrics_url: Option<&str>| {
+            resolve(Plan {
+                url: Some("http://127.0.0.1:1".into()),
+                metrics_url: metrics_url.map(Into::into),
+                ..Plan::default()
+            })
+            .unwrap()
+            .at(Target::parse("http://127.0.0.1:43059").unwrap())
+        };
+        let r = moved(None);
+        assert_eq!(r.url.port, 43059);
+        assert_eq!(r.config.client.target, r.url);
+        let m = r.config.metrics.unwrap();
+        assert_eq!((m.port, m.path_and_query.as_str()), (43059, "/metrics"));
+        // Metrics given apart stay where they were given.
+        let r = moved(Some("http://127.0.0.1:9400/metrics"));
+        assert_eq!(r.config.metrics.unwrap().port, 9400);
     }
 }

@@ -236,14 +236,23 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         bail!("--speedup must be a positive number, not {k}");
     }
     crate::job::manifests::check_flags(&a.cluster)?;
-    // Every load flag is checked before the simulator starts or a request is sent (the
-    // embedded simulator's address is not known yet; a stand-in takes its place).
-    plan_of(
+    // The plan is resolved once, every load flag and credential checked, before the
+    // simulator starts or a request is sent. The embedded simulator's address is not known
+    // yet: a stand-in takes its place until it is.
+    let speedup = a.speedup.unwrap_or(if a.url.is_some() {
+        1.0
+    } else {
+        DEFAULT_SPEEDUP
+    });
+    let plan = plan_of(
         a,
         a.url.clone().unwrap_or_else(|| "http://127.0.0.1:1".into()),
-        a.speedup.unwrap_or(DEFAULT_SPEEDUP),
+        speedup,
     )
-    .resolve(inferscale_loadgen::Auth::none(), None)?;
+    .resolve(
+        crate::credentials::client_auth(&a.auth)?,
+        crate::credentials::tls(&a.auth.tls)?,
+    )?;
     check_out_dir(&a.out)?;
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -252,11 +261,11 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
     let (report, written) = rt.block_on(async {
         let mut embedded = None;
         let mut sim_cfg = None;
-        let (url, speedup) = match &a.url {
-            Some(u) => (u.clone(), a.speedup.unwrap_or(1.0)),
+        let (url, plan) = match &a.url {
+            Some(u) => (u.clone(), plan),
             None => {
                 let profile = a.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
-                let k = a.speedup.unwrap_or(DEFAULT_SPEEDUP);
+                let k = speedup;
                 if unoptimised() && k > 1.0 {
                     eprintln!(
                         "warning: this is an unoptimised build; the embedded simulator and the client may not hold a {k}× speed-up on this machine (the run will say so if they did not): build with `cargo run --release -- run`, or pass --speedup 1"
@@ -266,15 +275,13 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
                 let url = e.url.clone();
                 embedded = Some(e);
                 sim_cfg = Some((profile.to_owned(), cfg));
-                (url, k)
+                let target = inferscale_loadgen::Target::parse(&url)
+                    .with_context(|| format!("the embedded simulator's address {url}"))?;
+                (url, plan.at(target))
             }
         };
-        let plan = plan_of(a, url.clone(), speedup);
         let run_json = a.out.join("run.json");
-        let mut resolved = Resolved::new(plan.resolve(
-            crate::credentials::client_auth(&a.auth)?,
-            crate::credentials::tls(&a.auth.tls)?,
-        )?);
+        let mut resolved = Resolved::new(plan);
         if let Some((profile, cfg)) = &sim_cfg {
             resolved.simulated = Some(serde_json::json!({
                 "profile": profile,
