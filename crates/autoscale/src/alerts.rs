@@ -95,7 +95,10 @@ pub struct RuleError {
 fn seconds(text: &str, path: String) -> Result<f64, RuleError> {
     inferscale_catalog::units::parse_duration(text)
         .map(|d| d.as_secs_f64())
-        .map_err(|message| RuleError { path, message })
+        .map_err(|e| RuleError {
+            path,
+            message: e.to_string(),
+        })
 }
 
 /// Reads the alerting rules of a PrometheusRule (`spec.groups`) or a plain rule file
@@ -286,7 +289,7 @@ impl Alerts {
     ) -> Vec<Transition> {
         let mut out = Vec::new();
         for i in 0..self.rules.len() {
-            let r = query(&self.rules[i].query).map_err(|e| e.to_string());
+            let r = query(&self.rules[i].query);
             out.extend(self.eval(i, t, r));
         }
         out
@@ -297,13 +300,18 @@ impl Alerts {
     /// # Panics
     ///
     /// When `i` is not a rule's index.
-    pub fn eval(&mut self, i: usize, t: f64, result: Result<Value, String>) -> Vec<Transition> {
+    pub fn eval<E: fmt::Display>(
+        &mut self,
+        i: usize,
+        t: f64,
+        result: Result<Value, E>,
+    ) -> Vec<Transition> {
         let rule = &self.rules[i];
         let state = &mut self.states[i];
         state.evaluated_at = Some(t);
         let samples: Vec<(Labels, f64)> = match result {
             Err(e) => {
-                state.error = Some(e);
+                state.error = Some(e.to_string());
                 return Vec::new();
             }
             Ok(Value::Vector(v)) => v.into_iter().map(|s| (s.labels, s.value)).collect(),
@@ -466,7 +474,7 @@ mod tests {
             changes(&a.eval(0, 0.0, vector(&[("a", 60.0)]))),
             [("a".into(), Change::Pending), ("a".into(), Change::Firing)]
         );
-        assert!(a.eval(0, 15.0, Err("boom".into())).is_empty());
+        assert!(a.eval(0, 15.0, Err::<Value, &str>("boom")).is_empty());
         assert_eq!(a.state(0).error.as_deref(), Some("boom"));
         assert!(a.state(0).firing());
         a.eval(0, 30.0, vector(&[("a", 60.0)]));
@@ -494,12 +502,12 @@ mod tests {
     #[test]
     fn a_scalar_is_one_instance_and_clashing_labels_are_an_error() {
         let mut a = Alerts::new(vec![rule(0.0)]);
-        let t = a.eval(0, 0.0, Ok(Value::Scalar(1.0)));
+        let t = a.eval(0, 0.0, Ok::<_, &str>(Value::Scalar(1.0)));
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].labels.get("alertname"), "HighQueueDepth");
         let mut b = Alerts::new(vec![rule(0.0)]);
         // Two series that differ only by their name collide once it is dropped.
-        let clash = Ok(Value::Vector(vec![
+        let clash = Ok::<_, &str>(Value::Vector(vec![
             Sample {
                 labels: Labels::new([("__name__", "x"), ("pod", "a")]),
                 value: 1.0,

@@ -15,6 +15,16 @@ use std::collections::HashMap;
 
 use inferscale_rng::Rng;
 
+/// A delay that does not parse: the text and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?}: {reason}")]
+pub struct DelayError {
+    /// The delay as given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
 /// A delay: fixed, uniform or normal (truncated at 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Delay {
@@ -29,20 +39,34 @@ pub enum Delay {
 impl Delay {
     /// Parses `90s`, `60s..120s` (uniform) or `240s±30s` / `240s+-30s` (normal), with
     /// `parse` reading one duration.
-    pub fn parse(s: &str, parse: impl Fn(&str) -> Result<f64, String>) -> Result<Delay, String> {
+    ///
+    /// # Errors
+    ///
+    /// When a duration does not parse, or a range ends before it starts.
+    pub fn parse<E: std::fmt::Display>(
+        s: &str,
+        parse: impl Fn(&str) -> Result<f64, E>,
+    ) -> Result<Delay, DelayError> {
         let s = s.trim();
+        let fail = |reason: String| DelayError {
+            text: s.to_owned(),
+            reason,
+        };
+        let one = |d: &str| parse(d.trim()).map_err(|e| fail(e.to_string()));
         if let Some((a, b)) = s.split_once("..") {
-            let (a, b) = (parse(a.trim())?, parse(b.trim())?);
+            let (a, b) = (one(a)?, one(b)?);
             if b < a {
-                return Err(format!("{s:?}: the range's end is before its start"));
+                return Err(fail("the range's end is before its start".into()));
             }
             return Ok(Delay::Uniform(a, b));
         }
         if let Some((m, d)) = s.split_once('±').or_else(|| s.split_once("+-")) {
-            return Ok(Delay::Normal(parse(m.trim())?, parse(d.trim())?));
+            return Ok(Delay::Normal(one(m)?, one(d)?));
         }
         parse(s).map(Delay::Fixed).map_err(|e| {
-            format!("{s:?}: {e} (expected a duration, a range like 60s..120s, or 240s±30s)")
+            fail(format!(
+                "{e} (expected a duration, a range like 60s..120s, or 240s±30s)"
+            ))
         })
     }
 
@@ -320,7 +344,12 @@ mod tests {
             Ok(Delay::Normal(240.0, 30.0))
         );
         assert!(Delay::parse("120s..60s", secs).is_err());
-        assert!(Delay::parse("soon", secs).unwrap_err().contains("soon"));
+        assert!(
+            Delay::parse("soon", secs)
+                .unwrap_err()
+                .to_string()
+                .contains("soon")
+        );
         let mut rng = Rng::new(1);
         for _ in 0..100 {
             let v = Delay::Uniform(60.0, 120.0).sample(&mut rng);

@@ -34,7 +34,7 @@ use serde::Serialize;
 pub use crate::alerts::AlertRule;
 use crate::alerts::{Alerts, Change};
 use crate::cluster::{Cluster, ClusterSpec};
-use crate::external::decide::{History, PodResult, Trend, answer_at, signals};
+use crate::external::decide::{History, PodError, PodResult, Trend, answer_at, signals};
 use crate::external::metadata::Config;
 use crate::hpa::{Decision, Replicas};
 use crate::keda::{Fetch, FetchError, Keda, KedaSpec, MetricType, PollAction, Source, fetch};
@@ -951,9 +951,9 @@ impl Control<'_> {
                     history.record(&url, t, s, cfg.window_s);
                     history
                         .windowed(&url, cfg.window_s)
-                        .ok_or_else(|| "no history".to_owned())
+                        .ok_or(PodError::NoHistory)
                 }
-                None => Err("no /metrics".to_owned()),
+                None => Err(PodError::NoMetrics),
             };
             pods.push((url.clone(), result));
             urls.push(url);

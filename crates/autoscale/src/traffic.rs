@@ -70,13 +70,14 @@ pub struct Traffic {
     segments: Vec<Segment>,
 }
 
-fn rate(s: &str) -> Result<f64, String> {
+/// A rate in req/s, or `fail` with why not.
+fn rate(s: &str, fail: impl Fn(String) -> TrafficError) -> Result<f64, TrafficError> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a rate (req/s)"))?;
+        .map_err(|_| fail(format!("{s:?} is not a rate (req/s)")))?;
     if !(0.0..=MAX_RPS).contains(&v) {
-        return Err(format!("{v} req/s is outside 0..={MAX_RPS}"));
+        return Err(fail(format!("{v} req/s is outside 0..={MAX_RPS}")));
     }
     Ok(v)
 }
@@ -128,7 +129,7 @@ impl Traffic {
                     where_: at(),
                     message: format!("time_s {:?} is not a time of 0 s or more", cols[0]),
                 })?;
-            let r = rate(cols[1]).map_err(|m| TrafficError {
+            let r = rate(cols[1], |m| TrafficError {
                 where_: at(),
                 message: format!("rps: {m}"),
             })?;
@@ -172,9 +173,9 @@ impl Traffic {
     }
 
     /// Reads a pattern, with `duration` reading one duration in seconds.
-    pub fn pattern(
+    pub fn pattern<E: std::fmt::Display>(
         text: &str,
-        duration: impl Fn(&str) -> Result<f64, String>,
+        duration: impl Fn(&str) -> Result<f64, E>,
     ) -> Result<Traffic, TrafficError> {
         let mut segments = Vec::new();
         let mut t = 0.0;
@@ -190,24 +191,20 @@ impl Traffic {
             let (rates, len) = rest
                 .split_once('@')
                 .ok_or_else(|| fail("expected rates@duration, e.g. 60@10m".into()))?;
-            let len = duration(len.trim()).map_err(&fail)?;
+            let len = duration(len.trim()).map_err(|e| fail(e.to_string()))?;
             if len <= 0.0 {
                 return Err(fail("the duration must be more than 0".into()));
             }
             let (r0, r1, diurnal) = match kind.trim() {
                 "hold" | "step" | "drop" => {
-                    let r = rate(rates).map_err(&fail)?;
+                    let r = rate(rates, fail)?;
                     (r, r, false)
                 }
                 "ramp" | "diurnal" => {
                     let (a, b) = rates
                         .split_once("..")
                         .ok_or_else(|| fail(format!("{kind} takes FROM..TO rates")))?;
-                    (
-                        rate(a).map_err(&fail)?,
-                        rate(b).map_err(&fail)?,
-                        kind.trim() == "diurnal",
-                    )
+                    (rate(a, fail)?, rate(b, fail)?, kind.trim() == "diurnal")
                 }
                 other => {
                     return Err(fail(format!(

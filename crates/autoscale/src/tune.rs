@@ -77,10 +77,8 @@ impl Trace {
     }
 }
 
-fn seconds(s: &str) -> Result<f64, String> {
-    s.strip_suffix('s')
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{s:?} is not a duration in seconds"))
+fn seconds(s: &str) -> Result<f64, inferscale_catalog::units::DurationError> {
+    inferscale_catalog::units::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 fn pattern(spec: &str) -> Traffic {

@@ -41,9 +41,32 @@ pub fn format_seconds(secs: f64) -> String {
     }
 }
 
+/// A text that is not a duration [`parse_duration`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationError {
+    /// The text as given.
+    pub text: String,
+}
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid duration {:?} (expected e.g. 500ms, 5s, 1m30s, 2h)",
+            self.text
+        )
+    }
+}
+
+impl std::error::Error for DurationError {}
+
 /// Parses `250ms`, `5s`, `1.5s`, `2m`, `1h`, `1m30s` (a bare number means seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (expected e.g. 500ms, 5s, 1m30s, 2h)");
+///
+/// # Errors
+///
+/// When `s` is none of these, or is negative or beyond 10¹² s.
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let bad = || DurationError { text: s.to_owned() };
     let s = s.trim();
     if s.is_empty() {
         return Err(bad());

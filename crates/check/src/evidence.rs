@@ -9,6 +9,8 @@ use inferscale_analysis::Thresholds;
 use inferscale_autoscale::alerts::RuleSet;
 use inferscale_manifests::objects::{JsonPatch, PodTemplateSpec};
 
+use crate::ReadError;
+
 /// What a metrics endpoint served.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Served {
@@ -54,34 +56,34 @@ pub struct LoadedRule {
 pub type Row = (BTreeMap<String, String>, f64);
 
 /// What a Prometheus answered.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PrometheusEvidence {
     /// Its URL.
     pub url: String,
     /// `up` of the deployment's targets.
-    pub up: Result<Vec<Row>, String>,
+    pub up: Result<Vec<Row>, ReadError>,
     /// The engine's queue-depth series it has.
-    pub engine_series: Result<Vec<Row>, String>,
+    pub engine_series: Result<Vec<Row>, ReadError>,
     /// The DCGM exporter's utilisation series it has.
-    pub gpu_series: Result<Vec<Row>, String>,
+    pub gpu_series: Result<Vec<Row>, ReadError>,
     /// Its loaded alerting rules.
-    pub rules: Result<Vec<LoadedRule>, String>,
+    pub rules: Result<Vec<LoadedRule>, ReadError>,
     /// Each Prometheus trigger of the ScaledObject: its query and how many series it returned.
-    pub triggers: Vec<(String, Result<usize, String>)>,
+    pub triggers: Vec<(String, Result<usize, ReadError>)>,
     /// The deployment's ready replicas over the observation window, as Prometheus saw them
     /// (the lowest, the highest, the last), when it has them.
-    pub replicas: Result<Option<(f64, f64, f64)>, String>,
+    pub replicas: Result<Option<(f64, f64, f64)>, ReadError>,
     /// The window those replicas cover, seconds.
     pub observed_s: f64,
 }
 
 /// A readable file among the manifests, by what it holds.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Doc {
     /// A KEDA ScaledObject (as data, and its text for positions).
     ScaledObject(serde_json::Value),
     /// A PrometheusRule or a plain rule file.
-    Rules(Result<RuleSet, String>),
+    Rules(Result<RuleSet, ReadError>),
     /// A Grafana dashboard: its title and queries.
     Dashboard {
         /// `title`.
@@ -103,7 +105,7 @@ pub enum Doc {
 }
 
 /// One document of one file.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Found {
     /// The file, relative to the manifests folder.
     pub path: String,
@@ -112,34 +114,34 @@ pub struct Found {
 }
 
 /// The manifests folder, read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Manifests {
     /// The folder.
     pub dir: PathBuf,
     /// The documents found, in file order.
     pub docs: Vec<Found>,
     /// Files that could not be read or parsed, and why.
-    pub unreadable: Vec<(String, String)>,
+    pub unreadable: Vec<(String, ReadError)>,
 }
 
 /// What `promtool check rules` said of each rule file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Promtool {
     /// Not installed: the rules were checked by inferscale's own reading only.
     Missing,
     /// Each file and its verdict (`Err` with promtool's words).
-    Ran(Vec<(String, Result<(), String>)>),
+    Ran(Vec<(String, Result<(), ReadError>)>),
 }
 
 /// An `inferscale run` folder, read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct RunDir {
     /// The folder.
     pub dir: PathBuf,
     /// `thresholds.json` (`None`: absent).
-    pub thresholds: Option<Result<Thresholds, String>>,
+    pub thresholds: Option<Result<Thresholds, ReadError>>,
     /// `rehearsal.json` (`None`: absent).
-    pub rehearsal: Option<Result<serde_json::Value, String>>,
+    pub rehearsal: Option<Result<serde_json::Value, ReadError>>,
 }
 
 /// The names the deployment's series carry.
@@ -154,16 +156,16 @@ pub struct Names {
 }
 
 /// Everything gathered.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Evidence {
     /// The names.
     pub names: Names,
     /// `--url`, and what its `/metrics` served (`None`: no `--url`).
-    pub metrics: Option<(String, Result<Served, String>)>,
+    pub metrics: Option<(String, Result<Served, ReadError>)>,
     /// What its `/v1/models` listed.
-    pub models: Option<Result<Vec<ServedModel>, String>>,
+    pub models: Option<Result<Vec<ServedModel>, ReadError>>,
     /// `--dcgm-url`, and what it served.
-    pub dcgm: Option<(String, Result<Served, String>)>,
+    pub dcgm: Option<(String, Result<Served, ReadError>)>,
     /// What the Prometheus answered (`None`: no `--prometheus`).
     pub prometheus: Option<PrometheusEvidence>,
     /// The manifests (`None`: no folder).

@@ -14,6 +14,7 @@ use inferscale_loadgen::transport::{Get, get};
 use inferscale_manifests::objects::{self, PrometheusRule};
 use inferscale_promql::Value;
 
+use crate::ReadError;
 use crate::evidence::{
     Doc, Evidence, LoadedRule, Manifests, Names, PrometheusEvidence, Promtool, Row, Served,
     ServedModel,
@@ -65,29 +66,31 @@ fn served(exp: &inferscale_promtext::Exposition<'_>) -> Served {
     s
 }
 
-async fn scrape(target: &Target, access: &Get) -> Result<Served, String> {
+async fn scrape(target: &Target, access: &Get) -> Result<Served, ReadError> {
     let scraped = Scraper::new(target.clone(), access.clone())
         .fetch()
         .await
-        .map_err(|e| inferscale_loadgen::with_causes(&e))?;
-    let exp = scraped
-        .parse(None)
-        .map_err(|e| format!("not a valid exposition: {e}"))?;
+        .map_err(ReadError::Scrape)?;
+    let exp = scraped.parse(None).map_err(ReadError::Exposition)?;
     Ok(served(&exp))
 }
 
-async fn models(target: &Target, api: &Get) -> Result<Vec<ServedModel>, String> {
+async fn models(target: &Target, api: &Get) -> Result<Vec<ServedModel>, ReadError> {
     let t = target.with_path("/v1/models");
     let mut how = api.clone();
     how.accept = "application/json".into();
-    let f = get(&t, &how)
-        .await
-        .map_err(|e| inferscale_loadgen::with_causes(&e))?;
+    let f = get(&t, &how).await.map_err(ReadError::Fetch)?;
     if f.status != 200 {
-        return Err(format!("{}: HTTP {}", t.url, f.status));
+        return Err(ReadError::Status {
+            url: t.url,
+            status: f.status,
+        });
     }
     let list: inferscale_openai::ModelList =
-        serde_json::from_slice(&f.body).map_err(|e| format!("{}: not a model list: {e}", t.url))?;
+        serde_json::from_slice(&f.body).map_err(|error| ReadError::NotModelList {
+            url: t.url.clone(),
+            error,
+        })?;
     Ok(list
         .data
         .into_iter()
@@ -117,17 +120,14 @@ fn rows(v: Value) -> Vec<Row> {
     }
 }
 
-async fn instant(p: &Prometheus, q: &str) -> Result<Vec<Row>, String> {
-    let json = p
-        .query(q, None)
-        .await
-        .map_err(|e| inferscale_loadgen::with_causes(&e))?;
+async fn instant(p: &Prometheus, q: &str) -> Result<Vec<Row>, ReadError> {
+    let json = p.query(q, None).await.map_err(ReadError::Prometheus)?;
     inferscale_promql::from_api_json(&json)
         .map(rows)
-        .map_err(|e| e.to_string())
+        .map_err(ReadError::Answer)
 }
 
-async fn one(p: &Prometheus, q: &str) -> Result<Option<f64>, String> {
+async fn one(p: &Prometheus, q: &str) -> Result<Option<f64>, ReadError> {
     Ok(instant(p, q).await?.first().map(|(_, v)| *v))
 }
 
@@ -204,7 +204,7 @@ async fn prometheus(
         .alert_rules()
         .await
         .map(|j| loaded_rules(&j))
-        .map_err(|e| inferscale_loadgen::with_causes(&e));
+        .map_err(ReadError::Prometheus);
     let mut triggers = Vec::new();
     for t in trigger_queries(manifests) {
         let n = instant(p, &t).await.map(|r| r.len());
@@ -254,7 +254,7 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
         }
         seen.push(&f.path);
         let path = m.dir.join(&f.path);
-        let verdict = (|| -> Result<(), String> {
+        let verdict = (|| -> Result<(), ReadError> {
             let text = crate::read::read_bounded(&path)?;
             let mut temp = None;
             let file = if set.object {
@@ -275,7 +275,7 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
                     std::process::id(),
                     verdicts.len()
                 ));
-                std::fs::write(&t, objects::to_yaml(&spec)).map_err(|e| e.to_string())?;
+                std::fs::write(&t, objects::to_yaml(&spec)).map_err(ReadError::Io)?;
                 temp = Some(t.clone());
                 t
             } else {
@@ -285,7 +285,10 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
                 .args(["check", "rules"])
                 .arg(&file)
                 .output()
-                .map_err(|e| format!("cannot run {}: {e}", tool.display()));
+                .map_err(|error| ReadError::Promtool {
+                    tool: tool.to_owned(),
+                    error,
+                });
             if let Some(t) = temp {
                 let _ = std::fs::remove_file(t);
             }
@@ -295,7 +298,9 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
             } else {
                 let text = String::from_utf8_lossy(&out.stderr).into_owned()
                     + &String::from_utf8_lossy(&out.stdout);
-                Err(text.split_whitespace().collect::<Vec<_>>().join(" "))
+                Err(ReadError::Refused(
+                    text.split_whitespace().collect::<Vec<_>>().join(" "),
+                ))
             }
         })();
         verdicts.push((f.path.clone(), verdict));

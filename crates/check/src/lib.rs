@@ -18,6 +18,7 @@
 //! assert!(Status::Fail > Status::Warn);
 //! ```
 
+pub mod error;
 pub mod evidence;
 pub mod format;
 pub mod gather;
@@ -26,6 +27,7 @@ pub mod read;
 
 use serde::Serialize;
 
+pub use error::ReadError;
 pub use evidence::Evidence;
 pub use judge::judge;
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use inferscale_manifests::objects::{self};
 use inferscale_manifests::objects::{Deployment, DeploymentPatch, Job, JsonPatch};
 
+use crate::ReadError;
 use crate::evidence::{Doc, Found, Manifests, RunDir};
 
 /// The most files a manifests folder is read for.
@@ -16,10 +17,13 @@ pub const MAX_FILES: usize = 500;
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// The documents of one file's text (`name` says whether it is JSON).
-pub fn classify(name: &str, text: &str) -> Result<Vec<Doc>, String> {
+///
+/// # Errors
+///
+/// When the text is not JSON or YAML, or an object is not what its kind says.
+pub fn classify(name: &str, text: &str) -> Result<Vec<Doc>, ReadError> {
     if name.ends_with(".json") {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(ReadError::NotJson)?;
         // A dashboard as Grafana exports it, or wrapped as its HTTP API takes it.
         let d = v.get("dashboard").filter(|d| d.is_object()).unwrap_or(&v);
         if d.get("panels").is_some() {
@@ -37,13 +41,13 @@ pub fn classify(name: &str, text: &str) -> Result<Vec<Doc>, String> {
     let mut out = Vec::new();
     for doc in inferscale_manifests::yaml_documents(text) {
         let v: serde_json::Value =
-            inferscale_manifests::yaml::from_str(doc).map_err(|e| format!("not YAML: {e}"))?;
+            inferscale_manifests::yaml::from_str(doc).map_err(ReadError::NotYaml)?;
         let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-        let typed = |e: objects::LoadError| e.to_string();
+        let typed = ReadError::Object;
         match kind {
             "ScaledObject" => out.push(Doc::ScaledObject(v)),
             "PrometheusRule" => out.push(Doc::Rules(
-                inferscale_autoscale::alerts::read_rules(doc).map_err(|e| e.to_string()),
+                inferscale_autoscale::alerts::read_rules(doc).map_err(ReadError::Rules),
             )),
             "Deployment" => {
                 let d: Deployment = objects::load(doc).map_err(typed)?;
@@ -57,7 +61,7 @@ pub fn classify(name: &str, text: &str) -> Result<Vec<Doc>, String> {
                 out.push(Doc::Job(Box::new(j.spec.template)));
             }
             "" if v.get("groups").is_some() => out.push(Doc::Rules(
-                inferscale_autoscale::alerts::read_rules(doc).map_err(|e| e.to_string()),
+                inferscale_autoscale::alerts::read_rules(doc).map_err(ReadError::Rules),
             )),
             "" if v.pointer("/spec/template").is_some() => {
                 let p: DeploymentPatch = objects::load(doc).map_err(typed)?;
@@ -105,12 +109,15 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) -> std::io::Res
 /// # Errors
 ///
 /// When `dir` is not a readable folder.
-pub fn manifests(dir: &Path) -> Result<Manifests, String> {
+pub fn manifests(dir: &Path) -> Result<Manifests, ReadError> {
     if !dir.is_dir() {
-        return Err(format!("{} is not a folder", dir.display()));
+        return Err(ReadError::NotFolder(dir.to_owned()));
     }
     let mut files = Vec::new();
-    files_under(dir, &mut files, 0).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    files_under(dir, &mut files, 0).map_err(|error| ReadError::List {
+        dir: dir.to_owned(),
+        error,
+    })?;
     let mut m = Manifests {
         dir: dir.to_owned(),
         ..Manifests::default()
@@ -136,20 +143,24 @@ pub fn manifests(dir: &Path) -> Result<Manifests, String> {
 }
 
 /// A regular file's text, at most [`MAX_FILE_BYTES`].
-pub fn read_bounded(path: &Path) -> Result<String, String> {
+///
+/// # Errors
+///
+/// When it cannot be read, is not a regular file, is larger, or is not UTF-8.
+pub fn read_bounded(path: &Path) -> Result<String, ReadError> {
     use std::io::Read as _;
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(path).map_err(ReadError::Io)?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(ReadError::NotRegularFile);
     }
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| e.to_string())?;
+        .map_err(ReadError::Io)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("larger than {} MiB", MAX_FILE_BYTES >> 20));
+        return Err(ReadError::TooLarge);
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
+    String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
 }
 
 /// Reads an `inferscale run` folder's `thresholds.json` and `rehearsal.json`.
@@ -161,11 +172,10 @@ pub fn run_dir(dir: &Path) -> RunDir {
     RunDir {
         dir: dir.to_owned(),
         thresholds: read("thresholds.json").map(|r| {
-            r.and_then(|t| inferscale_analysis::read_thresholds(&t).map_err(|e| e.to_string()))
+            r.and_then(|t| inferscale_analysis::read_thresholds(&t).map_err(ReadError::Thresholds))
         }),
-        rehearsal: read("rehearsal.json").map(|r| {
-            r.and_then(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON: {e}")))
-        }),
+        rehearsal: read("rehearsal.json")
+            .map(|r| r.and_then(|t| serde_json::from_str(&t).map_err(ReadError::NotJson))),
     }
 }
 

@@ -16,6 +16,70 @@
 /// How deep arrays and objects may nest (`serde_json`'s limit when it reads a document).
 pub const MAX_DEPTH: usize = 128;
 
+/// Why a body is not the JSON that was expected, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonError {
+    /// The body is not UTF-8 (RFC 8259 8.1) from byte `at` of `len`.
+    NotUtf8 {
+        /// The first byte that is not.
+        at: usize,
+        /// The body's length.
+        len: usize,
+    },
+    /// Something else stands where `expected` should.
+    Expected {
+        /// What should stand there.
+        expected: &'static str,
+        /// The byte it was looked for at.
+        at: usize,
+        /// What stands there, or `None` at the end of a body of `len` bytes.
+        found: Option<char>,
+        /// The body's length.
+        len: usize,
+    },
+    /// Arrays and objects nest more than [`MAX_DEPTH`] deep at byte `at`.
+    TooDeep {
+        /// Where the limit was passed.
+        at: usize,
+    },
+    /// A usage count is not a non-negative integer that fits in 64 bits.
+    NotACount {
+        /// Which count (`usage.completion_tokens`).
+        field: &'static str,
+        /// What it is instead.
+        text: String,
+    },
+    /// A completion with no `choices`.
+    NoChoices,
+}
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsonError::NotUtf8 { at, len } => write!(f, "not UTF-8 at byte {at} of {len}"),
+            JsonError::Expected {
+                expected,
+                at,
+                found: Some(c),
+                ..
+            } => write!(f, "expected {expected} at byte {at}, found {c:?}"),
+            JsonError::Expected {
+                expected,
+                found: None,
+                len,
+                ..
+            } => write!(f, "expected {expected} at the end ({len} bytes)"),
+            JsonError::TooDeep { at } => {
+                write!(f, "nested more than {MAX_DEPTH} deep at byte {at}")
+            }
+            JsonError::NotACount { field, text } => write!(f, "{field} is {text}, not a count"),
+            JsonError::NoChoices => f.write_str("missing field `choices`"),
+        }
+    }
+}
+
+impl std::error::Error for JsonError {}
+
 /// A non-streaming completion's token counts, from its `usage` object.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -26,7 +90,11 @@ pub struct Usage {
 }
 
 /// Checks that `body` is one JSON document (surrounding whitespace allowed).
-pub fn validate(body: &[u8]) -> Result<(), String> {
+///
+/// # Errors
+///
+/// Naming what was expected where it is not.
+pub fn validate(body: &[u8]) -> Result<(), JsonError> {
     let mut r = Reader::new(body)?;
     r.value()?;
     r.end()
@@ -35,7 +103,11 @@ pub fn validate(body: &[u8]) -> Result<(), String> {
 /// Reads a completion (or chat completion): a JSON object with a `choices` array and,
 /// optionally, a `usage` object (or `null`) whose `prompt_tokens` and `completion_tokens`
 /// are counts (or `null`). Returns the usage, `None` when there is none.
-pub fn completion_usage(body: &[u8]) -> Result<Option<Usage>, String> {
+///
+/// # Errors
+///
+/// When `body` is not such an object, naming what was expected where.
+pub fn completion_usage(body: &[u8]) -> Result<Option<Usage>, JsonError> {
     let mut r = Reader::new(body)?;
     let mut usage = None;
     let mut choices = false;
@@ -71,7 +143,7 @@ pub fn completion_usage(body: &[u8]) -> Result<Option<Usage>, String> {
     })?;
     r.end()?;
     if !choices {
-        return Err("missing field `choices`".into());
+        return Err(JsonError::NoChoices);
     }
     Ok(usage)
 }
@@ -113,13 +185,12 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A document must be UTF-8 (RFC 8259 8.1).
-    fn new(b: &'a [u8]) -> Result<Reader<'a>, String> {
+    fn new(b: &'a [u8]) -> Result<Reader<'a>, JsonError> {
         if let Err(e) = std::str::from_utf8(b) {
-            return Err(format!(
-                "not UTF-8 at byte {} of {}",
-                e.valid_up_to(),
-                b.len()
-            ));
+            return Err(JsonError::NotUtf8 {
+                at: e.valid_up_to(),
+                len: b.len(),
+            });
         }
         Ok(Reader { b, i: 0, depth: 0 })
     }
@@ -138,19 +209,17 @@ impl<'a> Reader<'a> {
 
     /// What went wrong, and where.
     #[cold]
-    fn wrong(&self, expected: &str) -> String {
-        match self.peek() {
-            Some(c) => format!(
-                "expected {expected} at byte {}, found {:?}",
-                self.i,
-                char::from(c)
-            ),
-            None => format!("expected {expected} at the end ({} bytes)", self.b.len()),
+    fn wrong(&self, expected: &'static str) -> JsonError {
+        JsonError::Expected {
+            expected,
+            at: self.i,
+            found: self.peek().map(char::from),
+            len: self.b.len(),
         }
     }
 
     #[inline]
-    fn expect(&mut self, c: u8) -> Result<(), String> {
+    fn expect(&mut self, c: u8) -> Result<(), JsonError> {
         if self.peek() == Some(c) {
             self.i += 1;
             Ok(())
@@ -160,12 +229,16 @@ impl<'a> Reader<'a> {
     }
 
     #[cold]
-    fn missing(&self, c: u8) -> String {
-        self.wrong(&format!("{:?}", char::from(c)))
+    fn missing(&self, c: u8) -> JsonError {
+        self.wrong(match c {
+            b'{' => "'{'",
+            b':' => "':'",
+            _ => "a delimiter",
+        })
     }
 
     /// Only whitespace may follow the document.
-    fn end(&mut self) -> Result<(), String> {
+    fn end(&mut self) -> Result<(), JsonError> {
         self.skip_ws();
         if self.i == self.b.len() {
             Ok(())
@@ -175,7 +248,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips one value (and the whitespace before it).
-    fn value(&mut self) -> Result<(), String> {
+    fn value(&mut self) -> Result<(), JsonError> {
         self.skip_ws();
         match self.peek() {
             Some(b'{') => {
@@ -207,20 +280,17 @@ impl<'a> Reader<'a> {
             }
             Some(b'"') => self.string().map(|_| ()),
             Some(b'-' | b'0'..=b'9') => self.number().map(|_| ()),
-            Some(b't') => self.word(b"true"),
-            Some(b'f') => self.word(b"false"),
-            Some(b'n') => self.word(b"null"),
+            Some(b't') => self.word("true"),
+            Some(b'f') => self.word("false"),
+            Some(b'n') => self.word("null"),
             _ => Err(self.wrong("a value")),
         }
     }
 
-    fn deeper(&mut self) -> Result<(), String> {
+    fn deeper(&mut self) -> Result<(), JsonError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(format!(
-                "nested more than {MAX_DEPTH} deep at byte {}",
-                self.i
-            ));
+            return Err(JsonError::TooDeep { at: self.i });
         }
         Ok(())
     }
@@ -229,8 +299,8 @@ impl<'a> Reader<'a> {
     /// raw bytes) with the reader before the value, and must read the value.
     fn members(
         &mut self,
-        mut each: impl FnMut(&mut Reader<'a>, &'a [u8]) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut each: impl FnMut(&mut Reader<'a>, &'a [u8]) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
         self.deeper()?;
         self.skip_ws();
         if self.peek() == Some(b'}') {
@@ -263,7 +333,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string from its opening quote; returns its raw contents (escapes not decoded).
-    fn string(&mut self) -> Result<&'a [u8], String> {
+    fn string(&mut self) -> Result<&'a [u8], JsonError> {
         self.i += 1;
         let start = self.i;
         loop {
@@ -300,7 +370,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A number; returns whether it is a plain non-negative integer.
-    fn number(&mut self) -> Result<bool, String> {
+    fn number(&mut self) -> Result<bool, JsonError> {
         let mut integer = true;
         if self.peek() == Some(b'-') {
             self.i += 1;
@@ -339,19 +409,19 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn word(&mut self, w: &[u8]) -> Result<(), String> {
-        if self.b[self.i..].starts_with(w) {
+    fn word(&mut self, w: &'static str) -> Result<(), JsonError> {
+        if self.b[self.i..].starts_with(w.as_bytes()) {
             self.i += w.len();
             Ok(())
         } else {
-            Err(self.wrong(&String::from_utf8_lossy(w)))
+            Err(self.wrong(w))
         }
     }
 
     /// A count (a non-negative integer that fits in 64 bits) or `null`.
-    fn count(&mut self, what: &str) -> Result<Option<u64>, String> {
+    fn count(&mut self, field: &'static str) -> Result<Option<u64>, JsonError> {
         if self.peek() == Some(b'n') {
-            self.word(b"null")?;
+            self.word("null")?;
             return Ok(None);
         }
         let start = self.i;
@@ -362,10 +432,10 @@ impl<'a> Reader<'a> {
             .flatten();
         match n {
             Some(n) => Ok(Some(n)),
-            None => Err(format!(
-                "{what} is {}, not a count",
-                String::from_utf8_lossy(text)
-            )),
+            None => Err(JsonError::NotACount {
+                field,
+                text: String::from_utf8_lossy(text).into_owned(),
+            }),
         }
     }
 }
@@ -444,11 +514,17 @@ mod tests {
             (b"{\"choices\":[\"\xff\"]}", "not UTF-8 at byte 13"),
         ];
         for (body, says) in cases {
-            let e = completion_usage(body).unwrap_err();
+            let e = completion_usage(body).unwrap_err().to_string();
             assert!(e.contains(says), "{:?}: {e}", String::from_utf8_lossy(body));
         }
         let big = br#"{"choices":[],"usage":{"completion_tokens":18446744073709551616}}"#;
-        assert!(completion_usage(big).unwrap_err().contains("not a count"));
+        assert!(matches!(
+            completion_usage(big),
+            Err(JsonError::NotACount {
+                field: "usage.completion_tokens",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -463,7 +539,12 @@ mod tests {
                     assert_eq!(judged, Ok(()), "{depth} deep");
                     assert!(serde_accepts(doc.as_bytes()));
                 } else {
-                    assert!(judged.unwrap_err().contains("nested more than 128 deep"));
+                    assert!(
+                        judged
+                            .unwrap_err()
+                            .to_string()
+                            .contains("nested more than 128 deep")
+                    );
                 }
             }
         }

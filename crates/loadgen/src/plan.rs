@@ -203,9 +203,8 @@ impl DurationValue {
                 Ok(Duration::from_secs_f64(*s))
             }
             DurationValue::Seconds(s) => Err(invalid(field, format!("{s} is not a duration"))),
-            DurationValue::Text(t) => {
-                inferscale_catalog::units::parse_duration(t).map_err(|e| invalid(field, e))
-            }
+            DurationValue::Text(t) => inferscale_catalog::units::parse_duration(t)
+                .map_err(|e| invalid(field, e.to_string())),
         }
     }
 }

@@ -43,6 +43,20 @@ pub enum ScrapeError {
     },
 }
 
+/// Why one target of a scraping round gave no exposition.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError {
+    /// The scrape failed.
+    #[error(transparent)]
+    Scrape(#[from] ScrapeError),
+    /// The answer is not an exposition.
+    #[error("not a valid exposition")]
+    Exposition(#[source] ParseError),
+    /// The task that scraped it did not finish.
+    #[error("the scrape task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
+
 /// One answered scrape.
 #[derive(Debug, Clone)]
 pub struct Scraped {
@@ -128,9 +142,9 @@ impl Scraper {
 }
 
 /// Scrapes every one of `scrapers` once, concurrently, and parses each answer in its format:
-/// per scraper, its exposition or why there is none (one line, every cause). What `query`
-/// and `monitor` record into a series store each round.
-pub async fn scrape_all(scrapers: &[Scraper]) -> Vec<Result<Exposition<'static>, String>> {
+/// per scraper, its exposition or why there is none. What `query` and `monitor` record into
+/// a series store each round.
+pub async fn scrape_all(scrapers: &[Scraper]) -> Vec<Result<Exposition<'static>, RoundError>> {
     let handles: Vec<_> = scrapers
         .iter()
         .map(|s| {
@@ -141,13 +155,13 @@ pub async fn scrape_all(scrapers: &[Scraper]) -> Vec<Result<Exposition<'static>,
     let mut out = Vec::with_capacity(handles.len());
     for h in handles {
         let fetched = match h.await {
-            Ok(r) => r.map_err(|e| crate::with_causes(&e)),
-            Err(e) => Err(format!("the scrape task failed: {e}")),
+            Ok(r) => r.map_err(RoundError::Scrape),
+            Err(e) => Err(RoundError::Task(e)),
         };
         out.push(fetched.and_then(|f| {
             f.parse(None)
                 .map(Exposition::into_owned)
-                .map_err(|e| format!("not a valid exposition: {e}"))
+                .map_err(RoundError::Exposition)
         }));
     }
     out

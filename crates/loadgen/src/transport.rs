@@ -115,10 +115,31 @@ struct EventInfo {
     usage: Option<(Option<u32>, Option<u32>)>,
 }
 
+/// A stream event whose payload is not JSON (its first 80 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed event: {0}")]
+struct MalformedEvent(String);
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The default TLS configuration could not be built.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The TCP connect or the TLS handshake failed.
+    #[error("cannot connect to {authority}: {error}")]
+    Connect {
+        /// `host:port`.
+        authority: String,
+        /// Why (in the message: the load report keeps one line).
+        error: std::io::Error,
+    },
+}
+
 /// Looks at one `data:` payload: `[DONE]`, or a JSON chunk with text and/or usage. The payload
 /// must be valid JSON (checked without allocating); the fields are found by scanning, which is
 /// safe because a key like `"text":"` cannot occur unescaped inside a JSON string.
-fn inspect(data: &str) -> Result<EventInfo, String> {
+fn inspect(data: &str) -> Result<EventInfo, MalformedEvent> {
     if data == "[DONE]" {
         return Ok(EventInfo {
             done: true,
@@ -127,7 +148,7 @@ fn inspect(data: &str) -> Result<EventInfo, String> {
     }
     if crate::json::validate(data.as_bytes()).is_err() {
         let shown: String = data.chars().take(80).collect();
-        return Err(format!("malformed event: {shown}"));
+        return Err(MalformedEvent(shown));
     }
     let non_empty_after = |key: &str| {
         data.find(key)
@@ -184,16 +205,19 @@ impl Client {
         &self.cfg
     }
 
-    async fn connect(&self) -> Result<Conn, String> {
+    async fn connect(&self) -> Result<Conn, ConnectError> {
         let t = &self.cfg.target;
         let tls = match (t.tls, &self.cfg.tls) {
             (false, _) => None,
             (true, Some(c)) => Some(Arc::clone(c)),
-            (true, None) => Some(crate::tls::default_config().map_err(|e| e.to_string())?),
+            (true, None) => Some(crate::tls::default_config()?),
         };
         let stream = crate::tls::connect(&t.host, t.port, tls.as_ref())
             .await
-            .map_err(|e| format!("cannot connect to {}: {e}", t.authority()))?;
+            .map_err(|error| ConnectError::Connect {
+                authority: t.authority(),
+                error,
+            })?;
         Ok(Wire::new(stream))
     }
 
@@ -285,7 +309,7 @@ impl Client {
             // otherwise make every request's task that large, reused connection or not.
             None => Box::pin(self.connect())
                 .await
-                .map_err(|e| (Outcome::ConnectError, e))?,
+                .map_err(|e| (Outcome::ConnectError, e.to_string()))?,
         };
         ex.sent = Some(Instant::now());
         conn.send(|out| self.request(out, path, body))
@@ -340,7 +364,8 @@ impl Client {
                     .feed(data, &mut events)
                     .map_err(|e| (Outcome::StreamError, e.to_string()))?;
                 for e in events.drain(..) {
-                    let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
+                    let info =
+                        inspect(&e.data).map_err(|m| (Outcome::StreamError, m.to_string()))?;
                     if info.done {
                         done = true;
                     }
@@ -360,7 +385,7 @@ impl Client {
                 .finish(&mut events)
                 .map_err(|e| (Outcome::StreamError, e.to_string()))?;
             for e in events.drain(..) {
-                let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m))?;
+                let info = inspect(&e.data).map_err(|m| (Outcome::StreamError, m.to_string()))?;
                 done |= info.done;
             }
             if !done {

@@ -304,16 +304,8 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
     if o.model_name.is_empty() {
         return Err(GenerateError::EmptyModelName);
     }
-    label_value(&o.prometheus_release).map_err(|why| GenerateError::Value {
-        flag: "prometheus-release",
-        value: o.prometheus_release.clone(),
-        why,
-    })?;
-    service_port_name(&o.service_port.0).map_err(|why| GenerateError::Value {
-        flag: "service-port",
-        value: o.service_port.0.clone(),
-        why,
-    })?;
+    label_value("prometheus-release", &o.prometheus_release)?;
+    service_port_name("service-port", &o.service_port.0)?;
     if o.service_port.1 == 0 {
         return Err(GenerateError::Value {
             flag: "service-port",
@@ -353,26 +345,36 @@ pub const MAX_REPLICAS: u32 = 10_000;
 
 /// A Kubernetes label value: at most 63 characters of `[A-Za-z0-9._-]`, beginning and ending
 /// with a letter or digit (or empty).
-fn label_value(v: &str) -> Result<(), String> {
+/// `flag` names the value in the error.
+fn label_value(flag: &'static str, v: &str) -> Result<(), GenerateError> {
     let alnum = |c: char| c.is_ascii_alphanumeric();
+    let refuse = |why: String| GenerateError::Value {
+        flag,
+        value: v.to_owned(),
+        why,
+    };
     if v.len() > 63 {
-        return Err(format!(
+        return Err(refuse(format!(
             "a label value is at most 63 characters, this has {}",
             v.len()
-        ));
+        )));
     }
     if !v.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.')) {
-        return Err("a label value holds only letters, digits, '-', '_' and '.'".into());
+        return Err(refuse(
+            "a label value holds only letters, digits, '-', '_' and '.'".into(),
+        ));
     }
     if !(v.is_empty() || v.starts_with(alnum) && v.ends_with(alnum)) {
-        return Err("a label value begins and ends with a letter or digit".into());
+        return Err(refuse(
+            "a label value begins and ends with a letter or digit".into(),
+        ));
     }
     Ok(())
 }
 
 /// A Service port name (IANA_SVC_NAME): 1–15 lowercase letters, digits and '-', with a
-/// letter, no '-' at either end and no "--".
-fn service_port_name(v: &str) -> Result<(), String> {
+/// letter, no '-' at either end and no "--". `flag` names the value in the error.
+fn service_port_name(flag: &'static str, v: &str) -> Result<(), GenerateError> {
     let ok = !v.is_empty()
         && v.len() <= 15
         && v.chars()
@@ -384,7 +386,11 @@ fn service_port_name(v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("a port name is 1 to 15 lowercase letters, digits and '-' with at least one letter (e.g. http)".into())
+        Err(GenerateError::Value {
+            flag,
+            value: v.to_owned(),
+            why: "a port name is 1 to 15 lowercase letters, digits and '-' with at least one letter (e.g. http)".into(),
+        })
     }
 }
 

@@ -2,6 +2,9 @@
 //! generated files explain their choices in comments). Block style, two-space indent; strings
 //! are quoted whenever a plain scalar could be read as something else.
 
+/// Why a YAML text could not be read.
+pub use serde_saphyr::Error;
+
 /// Reads YAML the way inferscale reads every YAML file (plans, generated manifests, a
 /// user's objects): YAML 1.2 booleans only (`yes` and `on` stay strings, as the core schema
 /// says), and alias replay bounded so that a small file cannot expand into gigabytes.
@@ -11,7 +14,7 @@
 /// assert_eq!(v["a"], "yes");
 /// assert_eq!(v["b"], true);
 /// ```
-pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Error> {
     let mut o = serde_saphyr::Options::default();
     o.strict_booleans = true;
     o.alias_limits.max_total_replayed_events = 100_000;

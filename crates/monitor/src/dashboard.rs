@@ -228,7 +228,7 @@ impl Dashboard {
     /// rules' states and the targets' health, at `time`.
     pub fn build(
         time: f64,
-        results: &[(Metric, Result<Value, String>)],
+        results: &[(Metric, Result<Value, crate::source::ReadError>)],
         alerts: &Alerts,
         targets: Vec<Target>,
         replica_label: &str,
@@ -245,7 +245,7 @@ impl Dashboard {
             let v = match r {
                 Ok(v) => v,
                 Err(e) => {
-                    d.errors.push(e.clone());
+                    d.errors.push(inferscale_loadgen::with_causes(e));
                     continue;
                 }
             };
@@ -479,10 +479,11 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::ReadError;
     use inferscale_autoscale::alerts::AlertRule;
     use inferscale_promql::{Labels, Query, Sample};
 
-    fn vec(pairs: &[(&[(&str, &str)], f64)]) -> Result<Value, String> {
+    fn vec(pairs: &[(&[(&str, &str)], f64)]) -> Result<Value, ReadError> {
         Ok(Value::Vector(
             pairs
                 .iter()
@@ -506,7 +507,12 @@ mod tests {
                     Metric::Latency(Latency::E2e, Pct::P95),
                     vec(&[(&[], f64::NAN)]),
                 ),
-                (Metric::Rps, Err("boom".into())),
+                (
+                    Metric::Rps,
+                    Err(ReadError::Eval(inferscale_promql::EvalError::Matching(
+                        "boom".into(),
+                    ))),
+                ),
             ],
             &alerts,
             Vec::new(),

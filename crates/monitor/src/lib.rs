@@ -164,6 +164,7 @@ impl Monitor {
             let t = now - k as f64 * step;
             let results = remote.eval_all(&refs, t).await;
             for (i, r) in results.into_iter().enumerate() {
+                let r = r.map_err(|e| inferscale_loadgen::with_causes(&e));
                 self.alerts.eval(i, t, r);
             }
         }
@@ -200,6 +201,7 @@ impl Monitor {
         let mut results = self.source.eval_all(&refs, now).await;
         let rules = results.split_off(n);
         for (i, r) in rules.into_iter().enumerate() {
+            let r = r.map_err(|e| inferscale_loadgen::with_causes(&e));
             self.alerts.eval(i, now, r);
         }
         let tagged: Vec<_> = self

@@ -2,14 +2,32 @@
 //! them, into the PromQL store, and evaluated in process) or a Prometheus (its HTTP API).
 //! Both answer the same queries; only the pods know why a target is down.
 
+use inferscale_loadgen::prometheus::ApiCallError;
 use inferscale_loadgen::prometheus::Prometheus;
 use inferscale_loadgen::scrape::Scraper;
 use inferscale_loadgen::transport::Get;
 use inferscale_loadgen::{Target, UrlError};
-use inferscale_promql::{Evaluator, Labels, Query, Store, Value};
+use inferscale_promql::{ApiError, EvalError, Evaluator, Labels, Query, Store, Value};
 use inferscale_promtext::Exposition;
 
 use crate::dashboard;
+
+/// Why a query gave no value.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Evaluating it over the scraped series failed.
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    /// Prometheus could not be asked.
+    #[error(transparent)]
+    Prometheus(#[from] ApiCallError),
+    /// Prometheus' answer is not a query result.
+    #[error("not a query result")]
+    Answer(#[source] ApiError),
+    /// The task that asked did not finish.
+    #[error("the query task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
 
 /// What a scrape target serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +114,7 @@ impl Pods {
         for (i, r) in results.into_iter().enumerate() {
             match r {
                 Ok(exp) => self.ingest(i, now, Ok(&exp)),
-                Err(e) => self.ingest(i, now, Err(e)),
+                Err(e) => self.ingest(i, now, Err(&e)),
             }
         }
     }
@@ -108,7 +126,12 @@ impl Pods {
     /// # Panics
     ///
     /// When `i` is not a target's index.
-    pub fn ingest(&mut self, i: usize, now: f64, scraped: Result<&Exposition<'_>, String>) {
+    pub fn ingest(
+        &mut self,
+        i: usize,
+        now: f64,
+        scraped: Result<&Exposition<'_>, &dyn std::error::Error>,
+    ) {
         let t = (now * 1000.0).round() as i64;
         let s = &mut self.targets[i];
         let ok = scraped.is_ok();
@@ -119,7 +142,7 @@ impl Pods {
             }
             Err(e) => {
                 self.store.scrape(&s.labels, t, None);
-                s.error = Some(e);
+                s.error = Some(inferscale_loadgen::with_causes(e));
             }
         }
         if !s.seen || s.up != ok {
@@ -135,10 +158,8 @@ impl Pods {
     }
 
     /// Evaluates `q` at `now` over what was scraped.
-    pub fn eval(&self, q: &Query, now: f64) -> Result<Value, String> {
-        Evaluator::new(&self.store)
-            .eval(q, (now * 1000.0).round() as i64)
-            .map_err(|e| e.to_string())
+    pub fn eval(&self, q: &Query, now: f64) -> Result<Value, EvalError> {
+        Evaluator::new(&self.store).eval(q, (now * 1000.0).round() as i64)
     }
 
     /// Each target's health.
@@ -185,7 +206,7 @@ impl Remote {
 
     /// Every query at `at` (seconds since the epoch), concurrently; each result or why it
     /// failed.
-    pub async fn eval_all(&self, queries: &[&Query], at: f64) -> Vec<Result<Value, String>> {
+    pub async fn eval_all(&self, queries: &[&Query], at: f64) -> Vec<Result<Value, ReadError>> {
         let handles: Vec<_> = queries
             .iter()
             .map(|q| {
@@ -197,9 +218,9 @@ impl Remote {
         let mut out = Vec::with_capacity(handles.len());
         for h in handles {
             out.push(match h.await {
-                Ok(Ok(json)) => inferscale_promql::from_api_json(&json).map_err(|e| e.to_string()),
-                Ok(Err(e)) => Err(inferscale_loadgen::with_causes(&e)),
-                Err(e) => Err(format!("the query task failed: {e}")),
+                Ok(Ok(json)) => inferscale_promql::from_api_json(&json).map_err(ReadError::Answer),
+                Ok(Err(e)) => Err(ReadError::Prometheus(e)),
+                Err(e) => Err(ReadError::Task(e)),
             });
         }
         out
@@ -240,9 +261,12 @@ impl Source {
     }
 
     /// Every query's result at `now`.
-    pub async fn eval_all(&self, queries: &[&Query], now: f64) -> Vec<Result<Value, String>> {
+    pub async fn eval_all(&self, queries: &[&Query], now: f64) -> Vec<Result<Value, ReadError>> {
         match self {
-            Source::Pods(p) => queries.iter().map(|q| p.eval(q, now)).collect(),
+            Source::Pods(p) => queries
+                .iter()
+                .map(|q| p.eval(q, now).map_err(ReadError::from))
+                .collect(),
             Source::Prometheus(r) => r.eval_all(queries, now).await,
         }
     }

@@ -157,12 +157,15 @@ impl Rig {
                 let now = EPOCH + b;
                 let pods = self.monitor.pods_mut().unwrap();
                 if self.down[i] {
-                    let e = format!(
-                        "cannot connect to 10.0.0.{}:8000: Connection refused",
-                        i + 1
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        format!(
+                            "cannot connect to 10.0.0.{}:8000: Connection refused",
+                            i + 1
+                        ),
                     );
-                    pods.ingest(i, now, Err(e.clone()));
-                    pods.ingest(n + i, now, Err(e));
+                    pods.ingest(i, now, Err(&e));
+                    pods.ingest(n + i, now, Err(&e));
                     continue;
                 }
                 let vllm = r.exporter.vllm(engine);

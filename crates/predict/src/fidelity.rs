@@ -390,37 +390,87 @@ const SETUP: [&str; 25] = [
     "engine_version",
 ];
 
-fn num<T: std::str::FromStr>(c: &Case, col: &str) -> Result<Option<T>, String> {
-    match c.get(col) {
+/// Why a case cannot be simulated; the case is skipped with this as its reason.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// A GPU neither built in nor given.
+    #[error("unknown GPU {0:?} (see inferscale sim --list, or pass --gpu-spec)")]
+    UnknownGpu(String),
+    /// A model neither built in nor given.
+    #[error("unknown model {0:?}: pass --model-config with its Hugging Face config.json")]
+    UnknownModel(String),
+    /// A column whose value is not one the model reads.
+    #[error("{column} {value:?} is not {expected}")]
+    Value {
+        /// The column.
+        column: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may be.
+        expected: &'static str,
+    },
+    /// A load without the value that sizes it.
+    #[error(
+        "{} {kind} case without load_value{}",
+        if kind.starts_with('o') { "an" } else { "a" },
+        if *kind == "rate" { " or load_values" } else { "" }
+    )]
+    NoLoadValue {
+        /// The load type.
+        kind: &'static str,
+    },
+    /// Settings the engine refuses.
+    #[error(transparent)]
+    Settings(#[from] inferscale_engine::SettingsError),
+    /// The model does not fit the GPUs as set up.
+    #[error("the setup does not fit: {0}")]
+    DoesNotFit(inferscale_engine::kv::MemoryError),
+}
+
+fn num<T: std::str::FromStr>(c: &Case, column: &'static str) -> Result<Option<T>, CaseError> {
+    match c.get(column) {
         "" => Ok(None),
-        v => v
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{col} {v:?} is not a number")),
+        v => v.parse().map(Some).map_err(|_| CaseError::Value {
+            column,
+            value: v.to_owned(),
+            expected: "a number",
+        }),
     }
 }
 
 /// The weights' dtype a case names.
-pub fn weights_dtype(s: &str) -> Result<Option<WeightDtype>, String> {
+///
+/// # Errors
+///
+/// A dtype the model does not know.
+pub fn weights_dtype(s: &str) -> Result<Option<WeightDtype>, CaseError> {
     match s.to_ascii_lowercase().as_str() {
         "" | "auto" => Ok(None),
         "fp16" | "bf16" | "float16" | "bfloat16" | "half" => Ok(Some(WeightDtype::Bf16)),
         "fp8" | "float8" | "fp8_e4m3" => Ok(Some(WeightDtype::Fp8)),
-        other => Err(format!(
-            "weights dtype {other:?} is not modelled (fp16, bf16, fp8)"
-        )),
+        other => Err(CaseError::Value {
+            column: "weights dtype",
+            value: other.to_owned(),
+            expected: "modelled (fp16, bf16, fp8)",
+        }),
     }
 }
 
 /// Bytes per KV element a case names.
-pub fn kv_bytes(s: &str) -> Result<Option<f64>, String> {
+///
+/// # Errors
+///
+/// A dtype the model does not know.
+pub fn kv_bytes(s: &str) -> Result<Option<f64>, CaseError> {
     match s.to_ascii_lowercase().as_str() {
         "" | "auto" => Ok(None),
         "fp16" | "bf16" | "float16" | "bfloat16" => Ok(Some(2.0)),
         "fp8" | "fp8_e4m3" | "fp8_e5m2" => Ok(Some(1.0)),
-        other => Err(format!(
-            "kv dtype {other:?} is not modelled (auto, fp16, bf16, fp8)"
-        )),
+        other => Err(CaseError::Value {
+            column: "kv dtype",
+            value: other.to_owned(),
+            expected: "modelled (auto, fp16, bf16, fp8)",
+        }),
     }
 }
 
@@ -430,17 +480,15 @@ fn setup(
     c: &Case,
     cat: &dyn Catalog,
     opts: &Options,
-) -> Result<(EngineConfig, Vec<Workload>, u32, Option<ClientView>), String> {
+) -> Result<(EngineConfig, Vec<Workload>, u32, Option<ClientView>), CaseError> {
     let gpu_name = c.get("gpu");
-    let gpu = cat.gpu(gpu_name).ok_or_else(|| {
-        format!("unknown GPU {gpu_name:?} (see inferscale sim --list, or pass --gpu-spec)")
-    })?;
+    let gpu = cat
+        .gpu(gpu_name)
+        .ok_or_else(|| CaseError::UnknownGpu(gpu_name.to_owned()))?;
     let model_name = c.get("model");
-    let model = cat.model(model_name).ok_or_else(|| {
-        format!(
-            "unknown model {model_name:?}: pass --model-config with its Hugging Face config.json"
-        )
-    })?;
+    let model = cat
+        .model(model_name)
+        .ok_or_else(|| CaseError::UnknownModel(model_name.to_owned()))?;
     let mut cfg = EngineConfig::new(gpu, model);
     let tp: u32 = num(c, "tp")?.unwrap_or(1).max(1);
     let gpus: u32 = num(c, "num_gpus")?.unwrap_or(tp).max(tp);
@@ -456,10 +504,16 @@ fn setup(
             "" => None,
             "true" | "1" | "yes" => Some(true),
             "false" | "0" | "no" => Some(false),
-            other => return Err(format!("enforce_eager {other:?} is not true or false")),
+            other => {
+                return Err(CaseError::Value {
+                    column: "enforce_eager",
+                    value: other.to_owned(),
+                    expected: "true or false",
+                });
+            }
         },
     };
-    settings.apply(&mut cfg).map_err(|e| e.to_string())?;
+    settings.apply(&mut cfg)?;
     if let Some(p) = &opts.physics {
         p.apply(&mut cfg);
     }
@@ -473,7 +527,13 @@ fn setup(
         "" => opts.poisson,
         "poisson" => true,
         "constant" | "uniform" => false,
-        other => return Err(format!("arrivals {other:?} is not poisson or constant")),
+        other => {
+            return Err(CaseError::Value {
+                column: "arrivals",
+                value: other.to_owned(),
+                expected: "poisson or constant",
+            });
+        }
     };
     // A statement that covers several rates ("near zero through 50 req/s") lists them in
     // `load_values`: each is simulated and the case takes the largest prediction.
@@ -487,7 +547,11 @@ fn setup(
                 x.parse::<f64>()
                     .ok()
                     .filter(|v| v.is_finite() && *v > 0.0)
-                    .ok_or_else(|| format!("load_values {list:?}: {x:?} is not a positive number"))
+                    .ok_or_else(|| CaseError::Value {
+                        column: "load_values",
+                        value: x.to_owned(),
+                        expected: "a positive number",
+                    })
             })
             .collect::<Result<_, _>>()?,
     };
@@ -495,7 +559,7 @@ fn setup(
         "rate" => {
             let rps = *rates
                 .first()
-                .ok_or("a rate case without load_value or load_values")?;
+                .ok_or(CaseError::NoLoadValue { kind: "rate" })?;
             (
                 Load::Rate {
                     rps: share(rps),
@@ -506,7 +570,9 @@ fn setup(
             )
         }
         "concurrency" => {
-            let n = load_value.ok_or("a concurrency case without load_value")?;
+            let n = load_value.ok_or(CaseError::NoLoadValue {
+                kind: "concurrency",
+            })?;
             (
                 Load::Concurrency {
                     clients: share(n).round().max(1.0) as u32,
@@ -516,7 +582,7 @@ fn setup(
             )
         }
         "offline" => {
-            let n = load_value.ok_or("an offline case without load_value (the batch)")?;
+            let n = load_value.ok_or(CaseError::NoLoadValue { kind: "offline" })?;
             (
                 Load::Offline {
                     requests: share(n).round().max(1.0) as u32,
@@ -532,9 +598,11 @@ fn setup(
         ),
         "" => (Load::Sequential, false, Some(1)),
         other => {
-            return Err(format!(
-                "load_type {other:?} is not rate, concurrency, offline or sequential"
-            ));
+            return Err(CaseError::Value {
+                column: "load_type",
+                value: other.to_owned(),
+                expected: "rate, concurrency, offline or sequential",
+            });
         }
     };
     let input = input.unwrap_or(128);
@@ -597,13 +665,13 @@ fn setup(
 
 /// What one setup's simulations gave: the configuration, a summary per load, and how the
 /// client counted tokens.
-type Outcome = Result<(EngineConfig, Vec<Summary>, Option<ClientView>), String>;
+type Outcome = Result<(EngineConfig, Vec<Summary>, Option<ClientView>), CaseError>;
 
 fn simulate_setup(c: &Case, cat: &dyn Catalog, opts: &Options) -> Outcome {
     let (cfg, ws, _, view) = setup(c, cat, opts)?;
     let sums = ws
         .iter()
-        .map(|w| crate::predict(&cfg, w).map_err(|e| format!("the setup does not fit: {e}")))
+        .map(|w| crate::predict(&cfg, w).map_err(CaseError::DoesNotFit))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((cfg, sums, view))
 }
@@ -670,7 +738,7 @@ pub fn run(
             let (cfg, sums, view) = match outcome {
                 Ok(x) => x,
                 Err(e) => {
-                    skipped.push(skip(e.clone()));
+                    skipped.push(skip(e.to_string()));
                     continue;
                 }
             };

@@ -58,6 +58,23 @@ pub fn builtin() -> Vec<Harness> {
     parse(BUILTIN).expect("data/harnesses.csv is checked by a test")
 }
 
+/// A harness table that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessError {
+    /// Not CSV.
+    #[error(transparent)]
+    Csv(#[from] crate::csv::CsvError),
+    /// Not even a header.
+    #[error("no header")]
+    NoHeader,
+    /// A column that is not a harness's.
+    #[error("unknown column {0:?}")]
+    UnknownColumn(String),
+    /// A row without its name or what its source contains.
+    #[error("line {0}: name and source_contains are required")]
+    Unnamed(usize),
+}
+
 /// Reads a harness table: columns `name`, `source_contains`, `and_contains`, `evidence`, and
 /// any setup or workload column of a case (those of [`COLUMNS`] but the case's identity and
 /// measurement, and [`OPTIONAL_COLUMNS`]).
@@ -65,16 +82,14 @@ pub fn builtin() -> Vec<Harness> {
 /// # Errors
 ///
 /// A column that is none of these, or a row without `name` or `source_contains`.
-pub fn parse(text: &str) -> Result<Vec<Harness>, String> {
-    let mut rows = crate::csv::rows(text)
-        .map_err(|e| e.to_string())?
-        .into_iter();
-    let (_, header) = rows.next().ok_or("no header")?;
+pub fn parse(text: &str) -> Result<Vec<Harness>, HarnessError> {
+    let mut rows = crate::csv::rows(text)?.into_iter();
+    let (_, header) = rows.next().ok_or(HarnessError::NoHeader)?;
     for h in &header {
         let known = ["name", "source_contains", "and_contains", "evidence"].contains(&h.as_str())
             || fillable(h);
         if !known {
-            return Err(format!("unknown column {h:?}"));
+            return Err(HarnessError::UnknownColumn(h.clone()));
         }
     }
     let mut out = Vec::new();
@@ -86,9 +101,7 @@ pub fn parse(text: &str) -> Result<Vec<Harness>, String> {
         let and_contains = take("and_contains");
         let evidence = take("evidence");
         if name.is_empty() || source_contains.is_empty() {
-            return Err(format!(
-                "line {line}: name and source_contains are required"
-            ));
+            return Err(HarnessError::Unnamed(line));
         }
         let facts = f
             .into_iter()
@@ -206,7 +219,8 @@ mod tests {
     #[test]
     fn an_unknown_column_is_named() {
         let e = parse("name,source_contains,colour\n").unwrap_err();
-        assert!(e.contains("\"colour\""), "{e}");
+        assert_eq!(e, HarnessError::UnknownColumn("colour".into()));
+        assert!(e.to_string().contains("\"colour\""), "{e}");
         // What was measured is never a harness's fact.
         assert!(parse("name,source_contains,value\n").is_err());
         assert!(parse("name,source_contains,output_len,load_values\n").is_ok());

@@ -957,8 +957,8 @@ impl<'a> Parser<'a> {
             let fam = &self.out.families[c.index];
             let label_slice =
                 &self.out.labels[data.labels.start as usize..data.labels.end as usize];
-            if let Err(msg) = state.check_sample(fam, &data, label_slice) {
-                return Err(self.err_at(line, 0, msg));
+            if let Err(v) = state.check_sample(fam, &data, label_slice) {
+                return Err(self.err_at(line, 0, v.to_string()));
             }
         }
         self.out.push_sample_data(data);

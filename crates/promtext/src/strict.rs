@@ -16,6 +16,59 @@ use crate::parse::parse_value;
 
 type GroupKey = Vec<(String, String)>;
 
+/// A sample that breaks one of OpenMetrics' rules (positioned by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Violation {
+    NoStateLabel(String),
+    NoLe,
+    BadLe(String),
+    NotIntegral(&'static str, f64),
+    NoQuantile,
+    StateSetValue(f64),
+    InfoValue(f64),
+    NegativeQuantile(f64),
+    NaN(String),
+    Negative(String),
+    MisplacedExemplar,
+    MixedTimestamps,
+    TimestampsBackwards,
+    GroupResumed,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::NoStateLabel(n) => write!(f, "stateset sample lacks the label {n:?}"),
+            Violation::NoLe => f.write_str("bucket sample lacks the le label"),
+            Violation::BadLe(le) => write!(
+                f,
+                "invalid le label {le:?} (a number, with +Inf spelt \"+Inf\")"
+            ),
+            Violation::NotIntegral(what, v) => write!(f, "{what} value {v} is not an integer"),
+            Violation::NoQuantile => {
+                f.write_str("summary quantile sample needs a quantile label between 0 and 1")
+            }
+            Violation::StateSetValue(v) => write!(f, "stateset values are 0 or 1, not {v}"),
+            Violation::InfoValue(v) => write!(f, "info values are 1, not {v}"),
+            Violation::NegativeQuantile(v) => write!(f, "quantile value {v} is negative"),
+            Violation::NaN(suffix) => write!(f, "{suffix} samples cannot be NaN"),
+            Violation::Negative(suffix) => write!(f, "{suffix} samples cannot be negative"),
+            Violation::MisplacedExemplar => {
+                f.write_str("exemplars are only allowed on histogram buckets and counter totals")
+            }
+            Violation::MixedTimestamps => {
+                f.write_str("some samples of a group have timestamps and others not")
+            }
+            Violation::TimestampsBackwards => {
+                f.write_str("timestamps went backwards within a group")
+            }
+            Violation::GroupResumed => f.write_str(
+                "samples of a label group must be contiguous; this group was already closed",
+            ),
+        }
+    }
+}
+
 /// What strict mode remembers across samples and families.
 #[derive(Default)]
 pub(crate) struct StrictState {
@@ -69,73 +122,65 @@ impl StrictState {
         fam: &FamilyData<'_>,
         s: &SampleData<'_>,
         labels: &[Label<'_>],
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let name: &str = &s.name;
         let suffix = &name[fam.name.len().min(name.len())..];
         let label = |n: &str| labels.iter().find(|l| l.name == n).map(|l| &*l.value);
         let kind = fam.kind;
         if kind == MetricType::StateSet && label(&fam.name).is_none() {
-            return Err(format!("stateset sample lacks the label {:?}", &*fam.name));
+            return Err(Violation::NoStateLabel(fam.name.to_string()));
         }
         let is_bucket = matches!(kind, MetricType::Histogram | MetricType::GaugeHistogram)
             && suffix == "_bucket";
         if is_bucket {
             match label("le") {
-                None => return Err("bucket sample lacks the le label".to_owned()),
+                None => return Err(Violation::NoLe),
                 Some(le) => match canonical_number(le) {
                     Some(v) if !v.is_nan() => {}
-                    _ => {
-                        return Err(format!(
-                            "invalid le label {le:?} (a number, with +Inf spelt \"+Inf\")"
-                        ));
-                    }
+                    _ => return Err(Violation::BadLe(le.to_owned())),
                 },
             }
             if !is_integral(s.value) {
-                return Err(format!("bucket value {} is not an integer", s.value));
+                return Err(Violation::NotIntegral("bucket", s.value));
             }
         }
         if (suffix == "_count" || suffix == "_gcount") && !is_integral(s.value) {
-            return Err(format!("count value {} is not an integer", s.value));
+            return Err(Violation::NotIntegral("count", s.value));
         }
         let is_quantile = kind == MetricType::Summary && suffix.is_empty();
         if is_quantile {
             let q = label("quantile").and_then(canonical_number);
             if !q.is_some_and(|q| (0.0..=1.0).contains(&q)) {
-                return Err(
-                    "summary quantile sample needs a quantile label between 0 and 1".to_owned(),
-                );
+                return Err(Violation::NoQuantile);
             }
         }
         self.check_grouping(fam, s, labels)?;
         match kind {
             MetricType::StateSet if s.value != 0.0 && s.value != 1.0 => {
-                return Err(format!("stateset values are 0 or 1, not {}", s.value));
+                return Err(Violation::StateSetValue(s.value));
             }
             MetricType::Info if s.value != 1.0 => {
-                return Err(format!("info values are 1, not {}", s.value));
+                return Err(Violation::InfoValue(s.value));
             }
             _ => {}
         }
         if is_quantile && s.value < 0.0 {
-            return Err(format!("quantile value {} is negative", s.value));
+            return Err(Violation::NegativeQuantile(s.value));
         }
         let counter_like = matches!(
             suffix,
             "_total" | "_sum" | "_count" | "_bucket" | "_gcount" | "_gsum"
         );
         if counter_like && s.value.is_nan() {
-            return Err(format!("{suffix} samples cannot be NaN"));
+            return Err(Violation::NaN(suffix.to_owned()));
         }
         if counter_like && suffix != "_gsum" && s.value < 0.0 {
-            return Err(format!("{suffix} samples cannot be negative"));
+            return Err(Violation::Negative(suffix.to_owned()));
         }
         if s.exemplar.is_some()
             && !(is_bucket || (kind == MetricType::Counter && suffix == "_total"))
         {
-            return Err(
-                "exemplars are only allowed on histogram buckets and counter totals".to_owned(),
-            );
+            return Err(Violation::MisplacedExemplar);
         }
         Ok(())
     }
@@ -145,25 +190,22 @@ impl StrictState {
         fam: &FamilyData<'_>,
         s: &SampleData<'_>,
         labels: &[Label<'_>],
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let g = group_key(fam, &s.name, labels);
         match &self.group {
             Some(current) if *current == g => {
                 if s.timestamp.is_some() != self.group_timestamp.is_some() {
-                    return Err("some samples of a group have timestamps and others not".to_owned());
+                    return Err(Violation::MixedTimestamps);
                 }
                 if let (Some(prev), Some(ts)) = (self.group_timestamp, s.timestamp)
                     && prev > ts
                     && fam.kind != MetricType::Info
                 {
-                    return Err("timestamps went backwards within a group".to_owned());
+                    return Err(Violation::TimestampsBackwards);
                 }
             }
             Some(_) if self.seen_groups.contains(&g) => {
-                return Err(
-                    "samples of a label group must be contiguous; this group was already closed"
-                        .to_owned(),
-                );
+                return Err(Violation::GroupResumed);
             }
             _ => {}
         }

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use inferscale_loadgen::Target;
-use inferscale_loadgen::auth::Auth;
+use inferscale_loadgen::auth::{Auth, AuthError};
+use inferscale_loadgen::target::UrlError;
+use inferscale_loadgen::tls::TlsError;
 use inferscale_loadgen::transport::{self, Get};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -30,6 +32,80 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// A watch line larger than this is refused (a slice holds at most 1,000 endpoints).
 const MAX_LINE: usize = 16 << 20;
+
+/// Why the Kubernetes API cannot be reached as given.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The API's URL is not one.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// A service account file could not be read.
+    #[error("{}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The service account's token is not usable as a bearer token.
+    #[error(transparent)]
+    Token(#[from] AuthError),
+    /// The service account's CA does not make a TLS configuration.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// Why a Service's pods are not known.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The first list did not come in time.
+    #[error("no EndpointSlices of {namespace}/{service} within {} s", FIRST_LIST_WAIT.as_secs())]
+    NoListInTime {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service.
+        service: String,
+    },
+    /// The watcher ended (the runtime is shutting down).
+    #[error("the EndpointSlice watcher stopped")]
+    WatcherStopped,
+    /// The API server could not be asked: the client's reason, causes and all (text, so
+    /// that the watcher's latest can be handed to every caller).
+    #[error("{0}")]
+    Request(String),
+    /// The API server answered with an error.
+    #[error("listing the EndpointSlices of {namespace}/{service}: HTTP {status}: {message}")]
+    Status {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service.
+        service: String,
+        /// The HTTP status.
+        status: u16,
+        /// The `Status` body's message, or the body's start.
+        message: String,
+    },
+    /// The list is not JSON.
+    #[error("the EndpointSlice list is not JSON: {0}")]
+    NotJson(String),
+    /// A slice has no port of the name the trigger gives.
+    #[error(
+        "EndpointSlice {namespace}/{slice} of Service {service} has no port named {port:?} (it has {names:?})"
+    )]
+    NoSuchPort {
+        /// The Service's namespace.
+        namespace: String,
+        /// The slice.
+        slice: String,
+        /// The Service.
+        service: String,
+        /// The port name asked for.
+        port: String,
+        /// The slice's port names.
+        names: Vec<String>,
+    },
+}
 
 /// How to reach the Kubernetes API.
 #[derive(Debug, Clone)]
@@ -46,8 +122,8 @@ impl Kube {
         base: &str,
         auth: Auth,
         tls: Option<Arc<rustls::ClientConfig>>,
-    ) -> Result<Kube, String> {
-        Target::parse(base).map_err(|e| e.to_string())?;
+    ) -> Result<Kube, KubeError> {
+        Target::parse(base)?;
         Ok(Kube {
             base: base.trim_end_matches('/').to_owned(),
             auth,
@@ -56,7 +132,7 @@ impl Kube {
     }
 
     /// The API as a pod sees it; `Ok(None)` outside a cluster (no `KUBERNETES_SERVICE_HOST`).
-    pub fn in_cluster() -> Result<Option<Kube>, String> {
+    pub fn in_cluster() -> Result<Option<Kube>, KubeError> {
         let Ok(host) = std::env::var("KUBERNETES_SERVICE_HOST") else {
             return Ok(None);
         };
@@ -68,23 +144,26 @@ impl Kube {
         };
         let dir = std::path::Path::new(SERVICE_ACCOUNT_DIR);
         let token_file = dir.join("token");
-        let token = std::fs::read_to_string(&token_file)
-            .map_err(|e| format!("{}: {e}", token_file.display()))?;
-        let auth = Auth::bearer(token.trim(), &token_file.display().to_string())
-            .map_err(|e| e.to_string())?;
+        let read = |path: std::path::PathBuf| {
+            std::fs::read(&path).map_err(|source| KubeError::Read { path, source })
+        };
+        let token = read(token_file.clone())?;
+        let auth = Auth::bearer(
+            String::from_utf8_lossy(&token).trim(),
+            &token_file.display().to_string(),
+        )?;
         let ca_file = dir.join("ca.crt");
-        let ca = std::fs::read(&ca_file).map_err(|e| format!("{}: {e}", ca_file.display()))?;
+        let ca = read(ca_file.clone())?;
         let tls = inferscale_loadgen::tls::client_config(&inferscale_loadgen::tls::TlsOptions {
             ca_pem: Some((ca_file.display().to_string(), ca)),
             insecure: false,
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Kube::new(&format!("https://{host}:{port}"), auth, Some(tls)).map(Some)
     }
 
-    fn get(&self, path: &str, timeout: Duration) -> Result<(Target, Get), String> {
+    fn get(&self, path: &str, timeout: Duration) -> Result<(Target, Get), DiscoveryError> {
         let url = format!("{}{path}", self.base);
-        let target = Target::parse(&url).map_err(|e| e.to_string())?;
+        let target = Target::parse(&url).map_err(|e| DiscoveryError::Request(e.to_string()))?;
         let mut how = Get::new("application/json");
         how.auth = self.auth.clone();
         how.tls = self.tls.clone();
@@ -106,7 +185,7 @@ struct Slice {
 type Slices = BTreeMap<String, Slice>;
 
 /// A watcher's latest: `None` before its first list, then the slices or why there are none.
-type Latest = watch::Receiver<Option<Result<Slices, String>>>;
+type Latest = watch::Receiver<Option<Result<Slices, DiscoveryError>>>;
 
 /// The Services being watched.
 #[derive(Debug)]
@@ -131,7 +210,7 @@ impl Discovery {
         namespace: &str,
         service: &str,
         port: &str,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, DiscoveryError> {
         let mut rx = {
             let mut w = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
             w.entry((namespace.to_owned(), service.to_owned()))
@@ -150,13 +229,14 @@ impl Discovery {
         let got = tokio::time::timeout(FIRST_LIST_WAIT, rx.wait_for(Option::is_some)).await;
         let slices = match got {
             Err(_) => {
-                return Err(format!(
-                    "no EndpointSlices of {namespace}/{service} within {} s",
-                    FIRST_LIST_WAIT.as_secs()
-                ));
+                return Err(DiscoveryError::NoListInTime {
+                    namespace: namespace.to_owned(),
+                    service: service.to_owned(),
+                });
             }
-            Ok(Err(_)) => return Err("the EndpointSlice watcher stopped".into()),
-            Ok(Ok(v)) => v.clone().unwrap_or_else(|| Err("no list yet".into()))?,
+            Ok(Err(_)) => return Err(DiscoveryError::WatcherStopped),
+            // `wait_for` returned: the value is `Some`.
+            Ok(Ok(v)) => v.clone().unwrap_or(Err(DiscoveryError::WatcherStopped))?,
         };
         urls_of(&slices, namespace, service, port)
     }
@@ -167,7 +247,7 @@ fn urls_of(
     namespace: &str,
     service: &str,
     port: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, DiscoveryError> {
     let mut urls = Vec::new();
     for (name, s) in slices {
         if s.ready.is_empty() {
@@ -180,11 +260,12 @@ fn urls_of(
                 .iter()
                 .find(|(p, _)| p == port)
                 .map(|(_, n)| *n)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = s.ports.iter().map(|(p, _)| p.as_str()).collect();
-                    format!(
-                        "EndpointSlice {namespace}/{name} of Service {service} has no port named {port:?} (it has {names:?})"
-                    )
+                .ok_or_else(|| DiscoveryError::NoSuchPort {
+                    namespace: namespace.to_owned(),
+                    slice: name.clone(),
+                    service: service.to_owned(),
+                    port: port.to_owned(),
+                    names: s.ports.iter().map(|(p, _)| p.clone()).collect(),
                 })?,
         };
         for a in &s.ready {
@@ -268,20 +349,25 @@ fn slice_of(v: &Value) -> Option<(String, Slice)> {
 }
 
 /// The list's slices and its `resourceVersion`.
-async fn list(kube: &Kube, namespace: &str, service: &str) -> Result<(Slices, String), String> {
+async fn list(
+    kube: &Kube,
+    namespace: &str,
+    service: &str,
+) -> Result<(Slices, String), DiscoveryError> {
     let (target, how) = kube.get(&selector_path(namespace, service), Duration::from_secs(10))?;
     let got = transport::get(&target, &how)
         .await
-        .map_err(|e| inferscale_loadgen::with_causes(&e))?;
+        .map_err(|e| DiscoveryError::Request(inferscale_loadgen::with_causes(&e)))?;
     if got.status != 200 {
-        return Err(format!(
-            "listing the EndpointSlices of {namespace}/{service}: HTTP {}: {}",
-            got.status,
-            api_message(&got.body)
-        ));
+        return Err(DiscoveryError::Status {
+            namespace: namespace.to_owned(),
+            service: service.to_owned(),
+            status: got.status,
+            message: api_message(&got.body),
+        });
     }
-    let v: Value = serde_json::from_slice(&got.body)
-        .map_err(|e| format!("the EndpointSlice list is not JSON: {e}"))?;
+    let v: Value =
+        serde_json::from_slice(&got.body).map_err(|e| DiscoveryError::NotJson(e.to_string()))?;
     let rv = v
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -319,7 +405,7 @@ async fn watch_once(
     service: &str,
     rv: &mut String,
     slices: &mut Slices,
-    tx: &watch::Sender<Option<Result<Slices, String>>>,
+    tx: &watch::Sender<Option<Result<Slices, DiscoveryError>>>,
 ) -> WatchEnd {
     let path = format!(
         "{}&watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion={}",
@@ -328,7 +414,7 @@ async fn watch_once(
     );
     let (target, how) = match kube.get(&path, Duration::from_secs(10)) {
         Ok(g) => g,
-        Err(e) => return WatchEnd::Relist(e),
+        Err(e) => return WatchEnd::Relist(e.to_string()),
     };
     let mut opened = match transport::open(&target, &how).await {
         Ok(o) => o,
@@ -399,7 +485,7 @@ async fn watcher(
     kube: Kube,
     namespace: String,
     service: String,
-    tx: watch::Sender<Option<Result<Slices, String>>>,
+    tx: watch::Sender<Option<Result<Slices, DiscoveryError>>>,
 ) {
     let mut backoff = Duration::from_secs(1);
     loop {
@@ -467,6 +553,10 @@ mod tests {
             Ok(3)
         );
         let e = urls_of(&slices, "llm", "vllm", "metrics").unwrap_err();
-        assert!(e.contains("no port named \"metrics\""), "{e}");
+        assert!(
+            matches!(&e, DiscoveryError::NoSuchPort { port, .. } if port == "metrics"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no port named \"metrics\""), "{e}");
     }
 }

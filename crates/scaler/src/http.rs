@@ -99,7 +99,7 @@ async fn route(req: Request<Incoming>, scaler: Scaler) -> Response<Full<Bytes>> 
 async fn value(query: &str, scaler: &Scaler) -> Response<Full<Bytes>> {
     let mut meta = match parse_query(query) {
         Ok(m) => m,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let so = meta
         .remove("scaledObject")
@@ -129,20 +129,34 @@ async fn value(query: &str, scaler: &Scaler) -> Response<Full<Bytes>> {
     }
 }
 
+/// A query string that is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum QueryError {
+    /// A key given twice (which one would count?).
+    #[error("query parameter {0:?} given twice")]
+    Twice(String),
+    /// A `%` escape that is not one.
+    #[error("{0:?}: a % not followed by two hex digits")]
+    BadEscape(String),
+    /// Bytes that are not UTF-8 once decoded.
+    #[error("{0:?}: not UTF-8 once decoded")]
+    NotUtf8(String),
+}
+
 /// `a=1&b=x%2Cy` into keys and values; a key given twice is refused (which one would count?).
-fn parse_query(q: &str) -> Result<BTreeMap<String, String>, String> {
+fn parse_query(q: &str) -> Result<BTreeMap<String, String>, QueryError> {
     let mut m = BTreeMap::new();
     for pair in q.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let (k, v) = (percent_decode(k)?, percent_decode(v)?);
         if m.insert(k.clone(), v).is_some() {
-            return Err(format!("query parameter {k:?} given twice"));
+            return Err(QueryError::Twice(k));
         }
     }
     Ok(m)
 }
 
-fn percent_decode(s: &str) -> Result<String, String> {
+fn percent_decode(s: &str) -> Result<String, QueryError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -154,7 +168,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
                     .get(i + 1..i + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("{s:?}: a % not followed by two hex digits"))?;
+                    .ok_or_else(|| QueryError::BadEscape(s.to_owned()))?;
                 out.push(hex);
                 i += 2;
             }
@@ -162,7 +176,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
         }
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| format!("{s:?}: not UTF-8 once decoded"))
+    String::from_utf8(out).map_err(|_| QueryError::NotUtf8(s.to_owned()))
 }
 
 #[cfg(test)]
@@ -176,7 +190,12 @@ mod tests {
                 .unwrap();
         assert_eq!(m["targets"], "http://a:8000,http://b:8000");
         assert_eq!(m["x"], "a b");
-        assert!(parse_query("a=1&a=2").unwrap_err().contains("twice"));
-        assert!(parse_query("a=%zz").unwrap_err().contains("hex"));
+        assert_eq!(parse_query("a=1&a=2"), Err(QueryError::Twice("a".into())));
+        assert!(
+            parse_query("a=%zz")
+                .unwrap_err()
+                .to_string()
+                .contains("hex")
+        );
     }
 }

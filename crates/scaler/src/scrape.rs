@@ -13,7 +13,7 @@ use inferscale_loadgen::scrape::Scraper;
 use inferscale_loadgen::transport::Get;
 use inferscale_promtext::{ParseOptions, parse_with, retain_families};
 
-use crate::decide::{History, PodResult};
+use crate::decide::{History, PodError, PodResult};
 use crate::metrics::Metrics;
 
 /// A pod no trigger has read for this long is forgotten (seconds).
@@ -111,7 +111,7 @@ impl Pods {
                 (i, r)
             });
         }
-        let mut got: Vec<Option<Result<Snapshot, String>>> = vec![None; urls.len()];
+        let mut got: Vec<Option<Result<Snapshot, PodError>>> = vec![None; urls.len()];
         while let Some(done) = tasks.join_next().await {
             if let Ok((i, r)) = done {
                 got[i] = Some(r);
@@ -124,11 +124,10 @@ impl Pods {
             urls.iter()
                 .zip(got)
                 .map(|(url, r)| {
-                    let r = r.unwrap_or_else(|| Err("the scrape task failed".into()));
+                    let r = r.unwrap_or(Err(PodError::TaskFailed));
                     let r = r.and_then(|snap| {
                         h.record(url, now, snap, window_s);
-                        h.windowed(url, window_s)
-                            .ok_or_else(|| "no history".to_owned())
+                        h.windowed(url, window_s).ok_or(PodError::NoHistory)
                     });
                     (url.clone(), r)
                 })
@@ -153,8 +152,8 @@ impl Pods {
 
 /// One pod's `/metrics`, the families named `names` read as a snapshot whose series carry
 /// the pod's URL.
-async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapshot, String> {
-    let target = Target::parse_metrics(base).map_err(|e| e.to_string())?;
+async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapshot, PodError> {
+    let target = Target::parse_metrics(base).map_err(|e| PodError::Fetch(e.to_string()))?;
     let metrics_url = target.url.clone();
     let mut how = Get::new(inferscale_loadgen::scrape::ACCEPT);
     how.timeout = timeout;
@@ -163,11 +162,13 @@ async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapsho
         // The failure is reported beside the pod's URL: not a second time in the message.
         Ok(r) => r.map_err(|e| {
             let chain = inferscale_loadgen::with_causes(&e);
-            chain
-                .strip_prefix(&format!("{metrics_url}: "))
-                .map_or(chain.clone(), str::to_owned)
+            PodError::Fetch(
+                chain
+                    .strip_prefix(&format!("{metrics_url}: "))
+                    .map_or(chain.clone(), str::to_owned),
+            )
         })?,
-        Err(_) => return Err(format!("no answer within {} ms", timeout.as_millis())),
+        Err(_) => return Err(PodError::Timeout(timeout)),
     };
     let kept = retain_families(&scraped.body, names);
     let exp = parse_with(
@@ -177,6 +178,6 @@ async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapsho
             strict: false,
         },
     )
-    .map_err(|e| format!("unreadable exposition: {e}"))?;
+    .map_err(|e| PodError::Exposition(e.to_string()))?;
     Ok(Snapshot::read(&exp, base))
 }

@@ -147,7 +147,9 @@ impl Scaler {
                         ),
                     ));
                 };
-                d.urls(ns, svc, port).await.map_err(Status::unavailable)?
+                d.urls(ns, svc, port)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?
             }
         };
         let timeout = config

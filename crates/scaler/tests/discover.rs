@@ -298,10 +298,15 @@ async fn a_refused_token_and_a_missing_port_name_are_errors_that_say_so() {
     let e = Discovery::new(wrong)
         .urls("llm", "vllm", "http")
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("HTTP 401") && e.contains("Unauthorized"), "{e}");
     let d = Discovery::new(kube(&url));
-    let e = d.urls("llm", "vllm", "metrics").await.unwrap_err();
+    let e = d
+        .urls("llm", "vllm", "metrics")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no port named \"metrics\""), "{e}");
 }
 

@@ -217,7 +217,9 @@ async fn tls_serves_h2_with_the_given_certificate() {
     std::fs::write(&key_file, cert.signing_key.serialize_pem()).unwrap();
     let tls = Tls::from_pem_files(&cert_file, &key_file).unwrap();
     // A key that is not one is refused, naming the file.
-    let e = Tls::from_pem_files(&cert_file, &cert_file).unwrap_err();
+    let e = Tls::from_pem_files(&cert_file, &cert_file)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("tls.crt: no private key"), "{e}");
 
     let (a, _ta) = pod(Some(4.0)).await;

@@ -199,31 +199,43 @@ pub struct Segment {
     pub count: u32,
 }
 
+/// A `--segment` that is not one: the text, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SegmentError {
+    /// Not `I/N` with two whole numbers.
+    #[error(
+        "--segment {0:?}: expected I/N, a 0-based worker index below the worker count (0/4 … 3/4)"
+    )]
+    Shape(String),
+    /// Too many workers, or none.
+    #[error("--segment {0:?}: between 1 and 1024 workers, not {1}")]
+    Count(String, u32),
+    /// An index at or past the count.
+    #[error("--segment {0:?}: the index is 0-based, so below {1}")]
+    Index(String, u32),
+}
+
 impl Segment {
     /// The whole schedule, one worker.
     pub const WHOLE: Segment = Segment { index: 0, count: 1 };
 
     /// Parses `I/N` (`I` 0-based, below `N`; `N` from 1 to 1024).
-    pub fn parse(s: &str) -> Result<Segment, String> {
-        let bad = || {
-            format!(
-                "--segment {s:?}: expected I/N, a 0-based worker index below the worker count (0/4 … 3/4)"
-            )
-        };
+    ///
+    /// # Errors
+    ///
+    /// Naming the text and what was expected.
+    pub fn parse(s: &str) -> Result<Segment, SegmentError> {
+        let bad = || SegmentError::Shape(s.to_owned());
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let (index, count): (u32, u32) = (
             i.trim().parse().map_err(|_| bad())?,
             n.trim().parse().map_err(|_| bad())?,
         );
         if !(1..=1024).contains(&count) {
-            return Err(format!(
-                "--segment {s:?}: between 1 and 1024 workers, not {count}"
-            ));
+            return Err(SegmentError::Count(s.to_owned(), count));
         }
         if index >= count {
-            return Err(format!(
-                "--segment {s:?}: the index is 0-based, so below {count}"
-            ));
+            return Err(SegmentError::Index(s.to_owned(), count));
         }
         Ok(Segment { index, count })
     }
@@ -440,7 +452,7 @@ mod tests {
         assert_eq!(Segment::parse("2/4"), Ok(Segment { index: 2, count: 4 }));
         assert_eq!(Segment::parse("0/1"), Ok(Segment::WHOLE));
         for bad in ["4/4", "1", "a/4", "0/0", "-1/4", "0/2000", "1/2/3"] {
-            let e = Segment::parse(bad).unwrap_err();
+            let e = Segment::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{e}");
         }
         assert_eq!(Segment { index: 3, count: 8 }.to_string(), "3/8");

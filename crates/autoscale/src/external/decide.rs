@@ -229,7 +229,40 @@ pub struct Answer {
 
 /// What one pod gave: its windowed reading (the snapshot read with the pod's URL as its
 /// source, so that pods' series stay apart when merged), or why not.
-pub type PodResult = (String, Result<Reading, String>);
+pub type PodResult = (String, Result<Reading, PodError>);
+
+/// Why a pod's reading did not count.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PodError {
+    /// Its `/metrics` could not be fetched: the scrape client's reason, causes and all (kept
+    /// as text so that a cached answer can be handed out again).
+    #[error("{0}")]
+    Fetch(String),
+    /// It did not answer within the timeout.
+    #[error("no answer within {} ms", .0.as_millis())]
+    Timeout(std::time::Duration),
+    /// Its exposition could not be parsed.
+    #[error("unreadable exposition: {0}")]
+    Exposition(String),
+    /// The task that scraped it did not finish.
+    #[error("the scrape task failed")]
+    TaskFailed,
+    /// It serves no `/metrics` (a rehearsed pod that exports nothing).
+    #[error("no /metrics")]
+    NoMetrics,
+    /// One reading so far: a rate or a window needs two.
+    #[error("no history")]
+    NoHistory,
+    /// It serves another engine's metrics than the one asked for.
+    #[error("serves no {0} metrics (engine: {0} was asked for)")]
+    NotEngine(Engine),
+    /// It serves only DCGM's metrics, or none.
+    #[error("serves no inference-engine metrics")]
+    NoInferenceEngine,
+    /// It lacks a signal the trigger needs.
+    #[error("has no {} ({})", .0.label(), .0.key())]
+    Lacks(Signal),
+}
 
 /// The signals a metric reads.
 fn signals_of(m: Metric) -> &'static [Signal] {
@@ -296,19 +329,17 @@ fn required(s: Signal) -> bool {
 }
 
 /// Whether the pod's snapshot can serve `cfg`, or what it lacks.
-fn usable(cfg: &Config, s: &Snapshot) -> Result<(), String> {
+fn usable(cfg: &Config, s: &Snapshot) -> Result<(), PodError> {
     match cfg.engine {
-        Some(e) if !s.engines.contains(&e) => {
-            return Err(format!("serves no {e} metrics (engine: {e} was asked for)"));
-        }
+        Some(e) if !s.engines.contains(&e) => return Err(PodError::NotEngine(e)),
         None if !s.engines.iter().any(|e| *e != Engine::Dcgm) => {
-            return Err("serves no inference-engine metrics".into());
+            return Err(PodError::NoInferenceEngine);
         }
         _ => {}
     }
     for sig in signals(cfg).into_iter().filter(|s| required(*s)) {
         if !s.has(sig) {
-            return Err(format!("has no {} ({})", sig.label(), sig.key()));
+            return Err(PodError::Lacks(sig));
         }
     }
     Ok(())
@@ -506,7 +537,10 @@ mod tests {
             &c,
             vec![
                 at("a", 3.0, &[]),
-                ("b".into(), Err("connection refused".into())),
+                (
+                    "b".into(),
+                    Err(PodError::Fetch("connection refused".into())),
+                ),
                 at("c", 1.0, &[]),
             ],
         )
@@ -516,8 +550,8 @@ mod tests {
         let e = answer(
             &c,
             vec![
-                ("a".into(), Err("timed out".into())),
-                ("b".into(), Err("HTTP 503".into())),
+                ("a".into(), Err(PodError::Fetch("timed out".into()))),
+                ("b".into(), Err(PodError::Fetch("HTTP 503".into()))),
             ],
         )
         .expect_err("all failed");

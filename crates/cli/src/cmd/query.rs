@@ -157,7 +157,7 @@ async fn record(
                 Err(e) => {
                     store.scrape(&targets[i].labels, t, None);
                     if errors[i].len() < 5 {
-                        errors[i].push(e);
+                        errors[i].push(inferscale_loadgen::with_causes(&e));
                     }
                 }
             }

@@ -21,8 +21,7 @@ fn address(flag: &str, v: &str, example: &str) -> Result<SocketAddr> {
 /// The Kubernetes API the flags name, or the in-cluster one.
 fn kube(args: &ScalerArgs) -> Result<Option<Kube>> {
     let Some(api) = &args.kube_api else {
-        return Kube::in_cluster()
-            .map_err(|e| anyhow::anyhow!("the in-cluster Kubernetes credentials: {e}"));
+        return Kube::in_cluster().context("the in-cluster Kubernetes credentials");
     };
     let auth = crate::credentials::scrape_auth(args.kube_token_file.as_deref())?;
     let tls = match &args.kube_ca_file {
@@ -37,14 +36,14 @@ fn kube(args: &ScalerArgs) -> Result<Option<Kube>> {
     };
     Kube::new(api, auth, tls)
         .map(Some)
-        .map_err(|e| anyhow::anyhow!("--kube-api {api:?}: {e}"))
+        .with_context(|| format!("--kube-api {api:?}"))
 }
 
 pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
     let grpc = address("--listen", &args.listen, "127.0.0.1:6000")?;
     let http = address("--http-listen", &args.http_listen, "127.0.0.1:6001")?;
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(Tls::from_pem_files(c, k).map_err(anyhow::Error::msg)?),
+        (Some(c), Some(k)) => Some(Tls::from_pem_files(c, k)?),
         _ => None,
     };
     let kube = kube(args)?;

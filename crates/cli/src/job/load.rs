@@ -576,7 +576,7 @@ pub(crate) fn resolve_load(a: &LoadArgs) -> Result<Resolved> {
     let tls = crate::credentials::tls(&a.auth.tls)?;
     let mut plan = load_flags(a).over(file).resolve(auth, tls)?;
     if let Some(s) = &a.segment {
-        plan.config.segment = Segment::parse(s).map_err(|e| anyhow!(e))?;
+        plan.config.segment = Segment::parse(s)?;
     }
     if let Some(t) = &a.start_at {
         plan.config.start_at = Some(parse_start_at(t)?);

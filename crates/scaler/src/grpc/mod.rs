@@ -18,7 +18,7 @@ use std::pin::Pin;
 use tokio::sync::mpsc;
 
 pub use client::{Channel, Streaming};
-pub use server::{Server, Tls};
+pub use server::{Server, Tls, TlsFileError};
 use wire::{DecodeError, Reader, WireType, Writer};
 
 /// The largest message accepted either way (gRPC's default receive limit).

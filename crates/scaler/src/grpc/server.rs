@@ -34,39 +34,102 @@ impl std::fmt::Debug for Tls {
     }
 }
 
+/// Why TLS cannot be set up from the files given; each names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFileError {
+    /// A file could not be read.
+    #[error("{}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificate file is not PEM.
+    #[error("{}: not a PEM certificate file", path.display())]
+    NotPem {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)", path.display())]
+    NoCertificate {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// The key file holds no private key.
+    #[error(
+        "{}: no private key in it (expected -----BEGIN PRIVATE KEY----- or an RSA/EC key)",
+        path.display()
+    )]
+    NoKey {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// rustls refused the configuration (the key does not go with the certificate, or no
+    /// protocol version is left).
+    #[error("{} and {}: the key does not go with the certificate", cert.display(), key.display())]
+    Mismatch {
+        /// The certificate file.
+        cert: std::path::PathBuf,
+        /// The key file.
+        key: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// TLS cannot be set up at all with this build's provider.
+    #[error("TLS cannot be set up")]
+    Setup(#[source] rustls::Error),
+}
+
 impl Tls {
-    /// Reads `cert` (a PEM chain, leaf first) and `key` (a PEM private key). Errors name the
-    /// file and what was expected.
-    pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Tls, String> {
-        let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    /// Reads `cert` (a PEM chain, leaf first) and `key` (a PEM private key).
+    ///
+    /// # Errors
+    ///
+    /// Naming the file and what was expected.
+    pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Tls, TlsFileError> {
+        let read = |p: &Path| {
+            std::fs::read(p).map_err(|source| TlsFileError::Read {
+                path: p.to_owned(),
+                source,
+            })
+        };
         let (cert_pem, key_pem) = (read(cert)?, read(key)?);
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{}: not a PEM certificate file: {e}", cert.display()))?;
+            .map_err(|source| TlsFileError::NotPem {
+                path: cert.to_owned(),
+                source,
+            })?;
         if chain.is_empty() {
-            return Err(format!(
-                "{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)",
-                cert.display()
-            ));
+            return Err(TlsFileError::NoCertificate {
+                path: cert.to_owned(),
+            });
         }
-        let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-            format!(
-                "{}: no private key in it (expected -----BEGIN PRIVATE KEY----- or an RSA/EC key): {e}",
-                key.display()
-            )
-        })?;
+        let key_der =
+            PrivateKeyDer::from_pem_slice(&key_pem).map_err(|source| TlsFileError::NoKey {
+                path: key.to_owned(),
+                source,
+            })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS cannot be set up: {e}"))?
+            .map_err(TlsFileError::Setup)?
             .with_no_client_auth()
             .with_single_cert(chain, key_der)
-            .map_err(|e| {
-                format!(
-                    "{} and {}: the key does not go with the certificate: {e}",
-                    cert.display(),
-                    key.display()
-                )
+            .map_err(|source| TlsFileError::Mismatch {
+                cert: cert.to_owned(),
+                key: key.to_owned(),
+                source,
             })?;
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Tls(tokio_rustls::TlsAcceptor::from(Arc::new(config))))

@@ -1,0 +1,179 @@
+//! ARCHITECTURE.md's invariants that a test can check, read from the workspace's sources:
+//! the pure crates' dependencies, and the errors of library code.
+
+use std::path::{Path, PathBuf};
+
+/// The workspace's root (this crate is `crates/testkit`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root")
+}
+
+/// The crates ARCHITECTURE.md calls pure.
+const PURE: [&str; 12] = [
+    "promtext",
+    "catalog",
+    "openai",
+    "engine",
+    "rng",
+    "results",
+    "workload",
+    "analysis",
+    "report",
+    "promql",
+    "manifests",
+    "autoscale",
+];
+
+/// The names in `[dependencies]` of a Cargo.toml's text (not dev- or build-dependencies).
+fn dependencies(toml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        if inside && let Some((name, _)) = line.split_once(['=', '.']) {
+            let name = name.trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                out.push(name.to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn pure_crates_never_depend_on_tokio_hyper_clap_or_an_io_crate() {
+    let io = [
+        "tokio",
+        "hyper",
+        "hyper-util",
+        "clap",
+        "inferscale-loadgen",
+        "inferscale-sim",
+        "inferscale-scaler",
+        "inferscale-monitor",
+        "inferscale-check",
+    ];
+    let mut wrong = Vec::new();
+    for c in PURE {
+        let path = root().join("crates").join(c).join("Cargo.toml");
+        let toml = std::fs::read_to_string(&path).expect("a pure crate's Cargo.toml");
+        for d in dependencies(&toml) {
+            if io.contains(&d.as_str()) {
+                wrong.push(format!("{c} depends on {d}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("a source folder").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The signatures and types in `text` (up to its test module) that are a `Result` whose
+/// error is a bare `String`: `(line, text)`.
+fn string_errors(text: &str) -> Vec<(usize, String)> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let mut out = Vec::new();
+    for (start, _) in code.match_indices("Result<") {
+        // The generic arguments, to the matching `>`.
+        let mut depth = 0;
+        let mut end = None;
+        for (i, c) in code[start + 6..].char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(start + 6 + i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else { continue };
+        let args = &code[start + 7..end];
+        // The last top-level argument is the error.
+        let mut depth = 0;
+        let mut last = 0;
+        for (i, c) in args.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => last = i + 1,
+                _ => {}
+            }
+        }
+        if last > 0 && args[last..].trim() == "String" {
+            let line = code[..start].matches('\n').count() + 1;
+            out.push((
+                line,
+                code[start..=end]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_string_error_finder_finds_them_and_nothing_else() {
+    let found = string_errors(
+        "fn a() -> Result<u8, String> {}\nfn b() -> Result<BTreeMap<String, String>, E> {}\nfn c() -> Result<(u8, String),\n    String> {}\n#[cfg(test)]\nfn d() -> Result<(), String> {}\n",
+    );
+    assert_eq!(
+        found,
+        [
+            (1, "Result<u8, String>".to_owned()),
+            (3, "Result<(u8, String), String>".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn library_code_has_no_string_errors() {
+    let mut files = Vec::new();
+    sources(&root().join("crates"), &mut files);
+    let mut found = Vec::new();
+    let mut read = 0;
+    for f in files {
+        let rel = f.strip_prefix(root()).unwrap_or(&f).to_path_buf();
+        // The binary's clap value parsers answer clap, which takes any message; tests may
+        // do as they like.
+        let lib = rel
+            .components()
+            .nth(2)
+            .is_some_and(|c| c.as_os_str() == "src")
+            && !rel.starts_with("crates/cli");
+        if !lib {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("a source file");
+        read += 1;
+        for (line, what) in string_errors(&text) {
+            found.push(format!("{}:{line}: {what}", rel.display()));
+        }
+    }
+    assert!(read > 100, "only {read} library sources found");
+    assert!(
+        found.is_empty(),
+        "a library error is a type, not a String: {found:#?}"
+    );
+}
