@@ -445,6 +445,8 @@ fn external_trigger(
 impl KedaSpec {
     /// Reads `so`, refusing what KEDA's webhook, the CRD or the HPA API would refuse and
     /// trigger types the rehearsal cannot simulate.
+    // Long: one refusal of KEDA's webhook, its CRD or the HPA API after another, then one
+    // trigger type after another, each a few lines with its field path.
     pub fn from_object(so: &ScaledObject) -> Result<KedaSpec, SpecError> {
         let s = &so.spec;
         let polling_s = seconds(s.polling_interval, 30, 1, "spec.pollingInterval")?;

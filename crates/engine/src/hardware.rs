@@ -122,6 +122,7 @@ const PCIE4: (f64, f64) = (22.0, 25.0);
 const PCIE5: (f64, f64) = (45.0, 20.0);
 
 /// The built-in GPUs.
+// Long: a table: one GPU's published specifications per entry.
 pub fn builtin_gpus() -> Vec<GpuSpec> {
     vec![
         gpu(

@@ -87,6 +87,8 @@ impl Cfg<'_> {
 /// # Errors
 ///
 /// When the text is not JSON or a required number is missing or wrong (the key named).
+// Long: one config.json key after another, each with the aliases model families use and its
+// check, in the order the model spec needs them.
 pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
     let doc: Value = serde_json::from_str(text).map_err(|e| err("", format!("not JSON: {e}")))?;
     if !doc.is_object() {

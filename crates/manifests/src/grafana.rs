@@ -133,6 +133,8 @@ fn dashboard(
 }
 
 /// The three dashboards as `(file name, JSON)`.
+// Long: the three dashboards' rows and panels in display order; each panel is a query and its
+// units.
 pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
     let sel = Sel::exact(&[("namespace", &o.namespace)]).and("model_name=~\"$model\"");
     let q = f64::from(t.scale_out.queue_depth_per_pod);

@@ -184,6 +184,7 @@ fn drain_script(port: u16, grace: u32) -> String {
 
 /// `vllm-deployment-patch.yaml` (a strategic-merge patch) and `vllm-args-patch.yaml` (a JSON
 /// patch appending vLLM flags: argparse keeps the last value of a repeated flag).
+// Long: the two patch files in document order, each field with the comment that explains it.
 pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
     let port = o.service_port.1;
     let grace = grace_seconds(t);

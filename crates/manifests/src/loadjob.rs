@@ -43,6 +43,7 @@ pub fn job_name(o: &Options) -> String {
 const OUT_DIR: &str = "/out";
 
 /// `load-job.yaml`.
+// Long: the Job manifest in document order, each field with the comment that explains it.
 pub fn load_job(o: &Options, lj: &LoadJob) -> String {
     let url = format!(
         "http://{}.{}.svc:{}",

@@ -19,6 +19,7 @@ fn opt(v: Option<f64>) -> String {
 }
 
 /// `README.md`.
+// Long: the generated README's sections in document order, each the thresholds' facts in words.
 pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
     let mut r = String::new();
     let ns = &o.namespace;

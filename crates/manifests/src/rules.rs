@@ -109,6 +109,8 @@ fn fmt_s(v: f64) -> String {
 
 impl Rules {
     /// Builds the alerts from the thresholds and the options.
+    // Long: the five alert rules one after another, each its expression, duration, labels and
+    // annotations from the thresholds, in the order the generated file lists them.
     pub fn new(t: &Thresholds, o: &Options) -> Rules {
         let ns = o.namespace.as_str();
         let model = o.model_name.as_str();

@@ -60,6 +60,8 @@ fn regex(pattern: &str) -> Option<Regex> {
 }
 
 /// Validates `doc` against an OpenAPI v3 `schema`, appending `path: problem` to `errors`.
+// Long: one OpenAPI v3 keyword after another, as the schema language lists them, each a few
+// lines.
 pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>) {
     let here = if path.is_empty() { "." } else { path };
     if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
@@ -336,6 +338,8 @@ impl std::fmt::Display for Finding {
 }
 
 /// KEDA's webhook and CEL rules and the HPA API's validation of `behavior`, for a ScaledObject.
+// Long: one rule of KEDA's webhook, its CRD's CEL or the HPA API's behavior validation after
+// another, each a few lines, in the order their sources list them.
 pub fn keda_rules(so: &Value, out: &mut Vec<Finding>) {
     let spec = &so["spec"];
     let triggers = spec["triggers"].as_array().cloned().unwrap_or_default();

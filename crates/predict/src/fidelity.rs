@@ -476,6 +476,8 @@ pub fn kv_bytes(s: &str) -> Result<Option<f64>, CaseError> {
 
 /// The engine and workload a case describes, and the replicas its GPUs make (data
 /// parallelism: `num_gpus / tp`, the load split evenly).
+// Long: one case column after another, each read with the column named in its error, in the
+// order the engine and workload need them.
 fn setup(
     c: &Case,
     cat: &dyn Catalog,

@@ -736,6 +736,8 @@ impl<'s> Ctx<'s> {
         }))
     }
 
+    // Long: one match arm per PromQL function, each its argument checks and a call to its
+    // implementation; the arms are the table of functions.
     fn call(&self, c: &Call, t: i64) -> Result<Value, EvalError> {
         let name = c.func.name;
         let ctx = format!("{name}()");

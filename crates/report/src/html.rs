@@ -106,6 +106,8 @@ fn step_bands(run: &RunReport) -> Vec<Band> {
 }
 
 /// The charts, in page order.
+// Long: the page's charts one after another, in page order, each a few series of the run;
+// split, the order the reader sees would be spread over a dozen functions.
 pub fn charts(run: &RunReport, a: &Analysis) -> Vec<Chart> {
     let steps = open_steps(run);
     let t = a.thresholds.as_ref().ok();
@@ -431,6 +433,7 @@ pub fn render(run: &RunReport, a: &Analysis) -> String {
 }
 
 /// The whole page with `extra` (an HTML fragment, e.g. the rehearsal's verdict) at its end.
+// Long: the page's HTML in document order, each section a few lines of the run's facts.
 pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
     let sat = &a.saturation;
     let t = a.thresholds.as_ref().ok();

@@ -193,6 +193,8 @@ impl Chart {
     }
 
     /// The chart as an `<svg>` element (with a `<figure>` around it).
+    // Long: the chart's SVG elements in drawing order (frame, grid, axes, series, markers,
+    // legend).
     pub fn render(&self) -> String {
         let mut o = String::new();
         let _ = write!(

@@ -447,6 +447,8 @@ fn get_bool(v: &Value, field: &str) -> Result<Option<bool>, Invalid> {
 
 /// Checks a request body the way vLLM's OpenAI server does (the subset the simulator acts on;
 /// other sampling fields are accepted and ignored).
+// Long: one request field after another, checked as vLLM's protocol model checks it, in its
+// declaration order.
 fn validate(body: &Value, chat: bool, r: &Replica) -> Result<Generation, Invalid> {
     let obj = body
         .as_object()

@@ -250,6 +250,8 @@ fn base_url(key: &str, v: &str) -> Result<String, MetadataError> {
 impl Config {
     /// Reads a trigger's metadata; `namespace` is the ScaledObject's, for a `service`
     /// without one.
+    // Long: one scalerMetadata key after another, each read strictly with the key named in its
+    // error.
     pub fn from_metadata(
         meta: &BTreeMap<String, String>,
         namespace: &str,
