@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use inferscale_results::plan::Length;
-use inferscale_results::run::RunReport;
+use inferscale_results::run::{RunReport, StepReport};
 use serde::{Deserialize, Serialize};
 
 use crate::replica::{ReplicaFit, fit};
@@ -255,32 +255,12 @@ pub fn thresholds(
     };
     let capacity = sat.capacity_rps.unwrap_or(h.target_rps);
 
-    // The latency guardrail.
-    let guard = readable(hp95, GUARDRAIL_FACTOR, 1.5, 3.0);
-    rationale.insert(
-        "scale_out.p95_e2e_seconds".into(),
-        format!(
-            "{GUARDRAIL_FACTOR}× the p95 at the last healthy step ({hp95:.2} s at {} req/s), rounded to {guard} s: far enough above normal variation not to fire on it, low enough to catch a backlog before users wait twice as long. vLLM's e2e buckets are 0.3 … 2, 2.5, 5, 10 s: Prometheus interpolates inside a bucket, so a guardrail between edges fires when the interpolated estimate crosses it",
-            h.target_rps
-        ),
-    );
-    let budget = (guard - hp95).max(0.0);
-    let queue_wait = nice_up(budget.max(0.1));
-    rationale.insert(
-        "scale_out.p95_queue_time_seconds".into(),
-        format!(
-            "the waiting the guardrail allows beyond a healthy request ({guard} − {hp95:.2} s), rounded to {queue_wait} s: queue time grows with waiting only, not with output length"
-        ),
-    );
-    let ttft_guard = healthy.p95_ttft_seconds.map(|t| nice_up(t + budget));
-    if let (Some(g), Some(t)) = (ttft_guard, healthy.p95_ttft_seconds) {
-        rationale.insert(
-            "scale_out.p95_ttft_seconds".into(),
-            format!(
-                "the healthy TTFT p95 ({t:.2} s) plus the same waiting budget ({budget:.2} s), rounded to {g} s: every second in the queue shows one for one in TTFT"
-            ),
-        );
-    }
+    let Guardrails {
+        guard,
+        budget,
+        queue_wait,
+        ttft_guard,
+    } = guardrails(&healthy, h.target_rps, &mut rationale);
 
     // The queue threshold.
     let floor = healthy
@@ -329,57 +309,16 @@ pub fn thresholds(
         },
     );
 
-    // Scale-in.
-    let scale_in_p95 = readable(hp95, SCALE_IN_FACTOR, 1.0, 1.5);
-    rationale.insert(
-        "scale_in.p95_e2e_seconds".into(),
-        format!(
-            "{SCALE_IN_FACTOR}× the healthy p95 ({hp95:.2} s), rounded to {scale_in_p95} s: only remove capacity when latency is back to normal"
-        ),
-    );
-    rationale.insert(
-        "scale_in.for_seconds".into(),
-        format!(
-            "{SCALE_IN_FOR_S} s with an empty queue and p95 below {scale_in_p95} s: scale in much slower than out, and not within a replica's start-up time after scaling out (flapping costs a cold start each time)"
-        ),
-    );
-    rationale.insert(
-        "scale_in.queue_depth".into(),
-        "0: any waiting request means the current replicas are fully used".into(),
-    );
+    let scale_in_p95 = scale_in(hp95, &mut rationale);
 
-    // Activation.
-    let lowest_q = run
-        .steps
-        .iter()
-        .filter(|s| s.concurrency.is_none())
-        .min_by(|a, b| a.target_rps.total_cmp(&b.target_rps))
-        .and_then(|s| s.server.as_ref())
-        .and_then(|s| s.queue_depth.p95)
-        .unwrap_or(0.0);
-    let activation = (lowest_q.ceil() as u32).max(1);
-    rationale.insert(
-        "activation.queue_depth".into(),
-        format!(
-            "{activation}: KEDA counts the trigger active above this (and scales from zero on it when minReplicaCount is 0); at the lowest rate the queue's p95 was {lowest_q:.0}, so one waiting request already means traffic"
-        ),
-    );
+    let activation = activation(run, &mut rationale);
 
-    // Peak.
     let peak = peak_rps.map(|rps| {
-        let per = sat.saturation_rps.unwrap_or(h.target_rps);
-        let replicas = (rps / per).ceil().max(1.0) as u32;
-        rationale.insert(
-            "peak.replicas".into(),
-            format!(
-                "{rps} req/s over {per} req/s per replica (the highest sustained step) = {replicas}; add one more to survive losing a node at peak"
-            ),
-        );
-        Peak {
+        peak(
             rps,
-            per_replica_rps: per,
-            replicas,
-        }
+            sat.saturation_rps.unwrap_or(h.target_rps),
+            &mut rationale,
+        )
     });
     if run.interrupted {
         warnings.push(
@@ -389,23 +328,7 @@ pub fn thresholds(
     }
     rationale.insert("saturation".into(), sat.summary.clone());
 
-    let (mut ok, mut prompt, mut output) = (0u64, 0u64, 0u64);
-    for st in &run.steps {
-        ok += st.requests.ok;
-        prompt += st.tokens.prompt;
-        output += st.tokens.output;
-    }
-    let mean = |x: u64| (ok > 0 && x > 0).then(|| x as f64 / ok as f64);
-    let workload = Workload {
-        prompt_tokens_mean: mean(prompt),
-        output_tokens_mean: mean(output),
-        max_tokens: match run.plan.requests.max_tokens {
-            Length::Fixed { tokens } => Some(tokens),
-            Length::Uniform { max, .. } => Some(max),
-            Length::Normal { .. } | Length::LogNormal { .. } => None,
-        },
-        e2e_max_seconds: h.latency_s.e2e.max,
-    };
+    let workload = workload(run, h);
     Ok(Thresholds {
         version: THRESHOLDS_VERSION,
         source: Source {
@@ -443,6 +366,134 @@ pub fn thresholds(
         rationale,
         warnings,
     })
+}
+/// The latency guardrails and the waiting they allow.
+struct Guardrails {
+    /// The p95 e2e guardrail, seconds.
+    guard: f64,
+    /// The waiting it allows beyond a healthy request, seconds.
+    budget: f64,
+    /// The p95 queue-time guardrail, seconds.
+    queue_wait: f64,
+    /// The p95 TTFT guardrail, seconds, when TTFT was measured.
+    ttft_guard: Option<f64>,
+}
+
+/// The guardrails from the healthy step (at `rps`), their rationale written.
+fn guardrails(healthy: &Healthy, rps: f64, rationale: &mut BTreeMap<String, String>) -> Guardrails {
+    let hp95 = healthy.p95_e2e_seconds;
+    let guard = readable(hp95, GUARDRAIL_FACTOR, 1.5, 3.0);
+    rationale.insert(
+        "scale_out.p95_e2e_seconds".into(),
+        format!(
+            "{GUARDRAIL_FACTOR}× the p95 at the last healthy step ({hp95:.2} s at {} req/s), rounded to {guard} s: far enough above normal variation not to fire on it, low enough to catch a backlog before users wait twice as long. vLLM's e2e buckets are 0.3 … 2, 2.5, 5, 10 s: Prometheus interpolates inside a bucket, so a guardrail between edges fires when the interpolated estimate crosses it",
+            rps
+        ),
+    );
+    let budget = (guard - hp95).max(0.0);
+    let queue_wait = nice_up(budget.max(0.1));
+    rationale.insert(
+        "scale_out.p95_queue_time_seconds".into(),
+        format!(
+            "the waiting the guardrail allows beyond a healthy request ({guard} − {hp95:.2} s), rounded to {queue_wait} s: queue time grows with waiting only, not with output length"
+        ),
+    );
+    let ttft_guard = healthy.p95_ttft_seconds.map(|t| nice_up(t + budget));
+    if let (Some(g), Some(t)) = (ttft_guard, healthy.p95_ttft_seconds) {
+        rationale.insert(
+            "scale_out.p95_ttft_seconds".into(),
+            format!(
+                "the healthy TTFT p95 ({t:.2} s) plus the same waiting budget ({budget:.2} s), rounded to {g} s: every second in the queue shows one for one in TTFT"
+            ),
+        );
+    }
+    Guardrails {
+        guard,
+        budget,
+        queue_wait,
+        ttft_guard,
+    }
+}
+
+/// The scale-in latency: the healthy p95 `hp95` × [`SCALE_IN_FACTOR`], readable; the
+/// scale-in rationale written.
+fn scale_in(hp95: f64, rationale: &mut BTreeMap<String, String>) -> f64 {
+    let scale_in_p95 = readable(hp95, SCALE_IN_FACTOR, 1.0, 1.5);
+    rationale.insert(
+        "scale_in.p95_e2e_seconds".into(),
+        format!(
+            "{SCALE_IN_FACTOR}× the healthy p95 ({hp95:.2} s), rounded to {scale_in_p95} s: only remove capacity when latency is back to normal"
+        ),
+    );
+    rationale.insert(
+        "scale_in.for_seconds".into(),
+        format!(
+            "{SCALE_IN_FOR_S} s with an empty queue and p95 below {scale_in_p95} s: scale in much slower than out, and not within a replica's start-up time after scaling out (flapping costs a cold start each time)"
+        ),
+    );
+    rationale.insert(
+        "scale_in.queue_depth".into(),
+        "0: any waiting request means the current replicas are fully used".into(),
+    );
+    scale_in_p95
+}
+
+/// KEDA's activation: above the queue's p95 at the lowest open-loop rate, at least 1.
+fn activation(run: &RunReport, rationale: &mut BTreeMap<String, String>) -> u32 {
+    let lowest_q = run
+        .steps
+        .iter()
+        .filter(|s| s.concurrency.is_none())
+        .min_by(|a, b| a.target_rps.total_cmp(&b.target_rps))
+        .and_then(|s| s.server.as_ref())
+        .and_then(|s| s.queue_depth.p95)
+        .unwrap_or(0.0);
+    let activation = (lowest_q.ceil() as u32).max(1);
+    rationale.insert(
+        "activation.queue_depth".into(),
+        format!(
+            "{activation}: KEDA counts the trigger active above this (and scales from zero on it when minReplicaCount is 0); at the lowest rate the queue's p95 was {lowest_q:.0}, so one waiting request already means traffic"
+        ),
+    );
+    activation
+}
+
+/// The replicas for a peak of `rps`, at `per` req/s per replica (the highest sustained step).
+fn peak(rps: f64, per: f64, rationale: &mut BTreeMap<String, String>) -> Peak {
+    let replicas = (rps / per).ceil().max(1.0) as u32;
+    rationale.insert(
+        "peak.replicas".into(),
+        format!(
+            "{rps} req/s over {per} req/s per replica (the highest sustained step) = {replicas}; add one more to survive losing a node at peak"
+        ),
+    );
+    Peak {
+        rps,
+        per_replica_rps: per,
+        replicas,
+    }
+}
+
+/// The workload the run sent: mean prompt and output tokens of the successful requests,
+/// the output cap, and the longest request at the healthy step `h`.
+fn workload(run: &RunReport, h: &StepReport) -> Workload {
+    let (mut ok, mut prompt, mut output) = (0u64, 0u64, 0u64);
+    for st in &run.steps {
+        ok += st.requests.ok;
+        prompt += st.tokens.prompt;
+        output += st.tokens.output;
+    }
+    let mean = |x: u64| (ok > 0 && x > 0).then(|| x as f64 / ok as f64);
+    Workload {
+        prompt_tokens_mean: mean(prompt),
+        output_tokens_mean: mean(output),
+        max_tokens: match run.plan.requests.max_tokens {
+            Length::Fixed { tokens } => Some(tokens),
+            Length::Uniform { max, .. } => Some(max),
+            Length::Normal { .. } | Length::LogNormal { .. } => None,
+        },
+        e2e_max_seconds: h.latency_s.e2e.max,
+    }
 }
 
 #[cfg(test)]

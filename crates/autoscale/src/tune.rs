@@ -852,9 +852,6 @@ pub fn tune(
 
     let mut candidates: Vec<Evaluated> = Vec::new();
     let mut best: Option<usize> = None;
-    let better = |c: &[Evaluated], best: Option<usize>, i: usize| {
-        c[i].held && best.is_none_or(|b| c[i].gpu_hours < c[b].gpu_hours)
-    };
     (tuner.progress)(
         "requests in flight, anticipated a start-up ahead, from the highest utilisation down:",
     );
@@ -914,39 +911,7 @@ pub fn tune(
             best = Some(i);
         }
     }
-    // The trims, then those that held again on the new best (so that two trims that each
-    // held and saved are tried together), skipping a policy already tried.
-    let mut worth: Option<Vec<String>> = None;
-    for _round in 0..2 {
-        let Some(b) = best else { break };
-        let Some(base) = candidates[b].policy.clone() else {
-            break;
-        };
-        let mut held = Vec::new();
-        for (what, p) in trims(&base, ts.startup_s, room) {
-            if worth.as_ref().is_some_and(|w| !w.contains(&what))
-                || candidates
-                    .iter()
-                    .any(|c| c.policy.as_ref().is_some_and(|q| same(q, &p)))
-            {
-                continue;
-            }
-            let label = format!("{}{what}", candidates[b].label);
-            let r = tuner.runnable(label, Some(p))?;
-            candidates.push(tuner.evaluate(&r, &ts.suite, true)?);
-            let i = candidates.len() - 1;
-            if candidates[i].held {
-                held.push(what);
-            }
-            if better(&candidates, best, i) {
-                best = Some(i);
-            }
-        }
-        if best == Some(b) || held.is_empty() {
-            break;
-        }
-        worth = Some(held);
-    }
+    best = tuner.trim(&mut candidates, best, room)?;
     let front = pareto(&candidates);
     let mut held_out = Vec::new();
     if !ts.held_out.is_empty() {
@@ -963,8 +928,37 @@ pub fn tune(
             held_out.push((r.label.clone(), e.results));
         }
     }
-    let traces = ts
-        .suite
+    let traces = trace_infos(ts, capacity_slo);
+    let statements = statements(ts, capacity_slo, &candidates, best, &seeds);
+    let chosen_policy = best.and_then(|b| chosen(ts, capacity_slo, &candidates[b]));
+    let report = TuneReport {
+        capacity_rps: ts.capacity_rps,
+        capacity_slo_rps: capacity_slo,
+        startup_s: ts.startup_s,
+        slo_e2e_s: slo,
+        attainment: ts.attainment,
+        seed: ts.base.seed,
+        client: ts.base.client,
+        traces,
+        seeds,
+        candidates,
+        front,
+        chosen: best,
+        held_out,
+        statements,
+        rehearsals: tuner.rehearsals,
+    };
+    Ok((report, chosen_policy))
+}
+/// Whether candidate `i` holds and costs less than the best so far.
+fn better(c: &[Evaluated], best: Option<usize>, i: usize) -> bool {
+    c[i].held && best.is_none_or(|b| c[i].gpu_hours < c[b].gpu_hours)
+}
+
+/// Each trace of the suite and the held-out ones, with its perfect-foresight cost and the
+/// replicas it needs minute by minute.
+fn trace_infos(ts: &TuneSetup, capacity_slo: f64) -> Vec<TraceInfo> {
+    ts.suite
         .iter()
         .map(|t| (t, false))
         .chain(ts.held_out.iter().map(|t| (t, true)))
@@ -988,54 +982,82 @@ pub fn tune(
                 })
                 .collect(),
         })
-        .collect();
-    let statements = statements(ts, capacity_slo, &candidates, best, &seeds);
-    let chosen_policy = best.and_then(|b| {
-        let c = &candidates[b];
-        c.policy.clone().map(|mut p| {
-            p.tuned = Some(Tuned {
-                slo_e2e_s: slo,
-                attainment: ts.attainment,
-                worst_attainment: c.worst_attainment,
-                gpu_hours: c.gpu_hours,
-                foresight_gpu_hours: c.foresight_gpu_hours,
-                steady_flaps: c.steady_flaps,
-                traces: ts.suite.iter().map(|t| t.name.clone()).collect(),
-                capacity_slo_rps: capacity_slo,
-                startup_s: ts.startup_s,
-                seed: ts.base.seed,
-            });
-            p.reasons.insert(
-                "utilisation".into(),
-                format!(
-                    "{:.0} % of the {capacity_slo:.1} req/s a replica serves within the SLO: the highest utilisation at which the rehearsal held the SLO ({:.0} % within {slo} s outside the transients) on every trace of the suite with no flap at a steady load, at {:.2} GPU-hours against {:.2} for perfect foresight",
-                    p.utilisation.unwrap_or(0.0) * 100.0,
-                    ts.attainment * 100.0,
-                    c.gpu_hours,
-                    c.foresight_gpu_hours
-                ),
-            );
-            p
-        })
-    });
-    let report = TuneReport {
-        capacity_rps: ts.capacity_rps,
-        capacity_slo_rps: capacity_slo,
-        startup_s: ts.startup_s,
-        slo_e2e_s: slo,
-        attainment: ts.attainment,
-        seed: ts.base.seed,
-        client: ts.base.client,
-        traces,
-        seeds,
-        candidates,
-        front,
-        chosen: best,
-        held_out,
-        statements,
-        rehearsals: tuner.rehearsals,
-    };
-    Ok((report, chosen_policy))
+        .collect()
+}
+
+/// The policy of candidate `c` (the best), with what tuning found written into it.
+fn chosen(ts: &TuneSetup, capacity_slo: f64, c: &Evaluated) -> Option<Policy> {
+    let slo = ts.base.slo_e2e_s;
+    c.policy.clone().map(|mut p| {
+        p.tuned = Some(Tuned {
+            slo_e2e_s: slo,
+            attainment: ts.attainment,
+            worst_attainment: c.worst_attainment,
+            gpu_hours: c.gpu_hours,
+            foresight_gpu_hours: c.foresight_gpu_hours,
+            steady_flaps: c.steady_flaps,
+            traces: ts.suite.iter().map(|t| t.name.clone()).collect(),
+            capacity_slo_rps: capacity_slo,
+            startup_s: ts.startup_s,
+            seed: ts.base.seed,
+        });
+        p.reasons.insert(
+            "utilisation".into(),
+            format!(
+                "{:.0} % of the {capacity_slo:.1} req/s a replica serves within the SLO: the highest utilisation at which the rehearsal held the SLO ({:.0} % within {slo} s outside the transients) on every trace of the suite with no flap at a steady load, at {:.2} GPU-hours against {:.2} for perfect foresight",
+                p.utilisation.unwrap_or(0.0) * 100.0,
+                ts.attainment * 100.0,
+                c.gpu_hours,
+                c.foresight_gpu_hours
+            ),
+        );
+        p
+    })
+}
+
+impl Tuner<'_> {
+    /// Tries the trims of the best policy, then those that held again on the new best (so
+    /// that two trims that each held and saved are tried together), skipping a policy
+    /// already tried. Returns the best after them.
+    fn trim(
+        &mut self,
+        candidates: &mut Vec<Evaluated>,
+        mut best: Option<usize>,
+        room: u32,
+    ) -> Result<Option<usize>, TuneError> {
+        let mut worth: Option<Vec<String>> = None;
+        for _round in 0..2 {
+            let Some(b) = best else { break };
+            let Some(base) = candidates[b].policy.clone() else {
+                break;
+            };
+            let mut held = Vec::new();
+            for (what, p) in trims(&base, self.ts.startup_s, room) {
+                if worth.as_ref().is_some_and(|w| !w.contains(&what))
+                    || candidates
+                        .iter()
+                        .any(|c| c.policy.as_ref().is_some_and(|q| same(q, &p)))
+                {
+                    continue;
+                }
+                let label = format!("{}{what}", candidates[b].label);
+                let r = self.runnable(label, Some(p))?;
+                candidates.push(self.evaluate(&r, &self.ts.suite, true)?);
+                let i = candidates.len() - 1;
+                if candidates[i].held {
+                    held.push(what);
+                }
+                if better(candidates, best, i) {
+                    best = Some(i);
+                }
+            }
+            if best == Some(b) || held.is_empty() {
+                break;
+            }
+            worth = Some(held);
+        }
+        Ok(best)
+    }
 }
 
 /// Whether two policies scale alike (their reasons aside).

@@ -117,6 +117,79 @@ pub fn merge(
     thresholds: &[Threshold],
 ) -> Result<Merged, MergeError> {
     let (first_file, first) = parts.first().ok_or(MergeError::Empty)?;
+    let (count, by_index) = check_parts(first_file, first, parts)?;
+    let missing: Vec<u32> = (0..count).filter(|i| !by_index.contains_key(i)).collect();
+    if !missing.is_empty() && !allow_missing {
+        return Err(MergeError::Missing { missing, count });
+    }
+
+    let n_steps = parts.iter().map(|(_, r)| r.steps.len()).max().unwrap_or(0);
+    let mut steps = Vec::with_capacity(n_steps);
+    let mut run_requests = Requests::default();
+    let mut run_hdrs: [Hdr; 4] = [(); 4].map(|_| Hdr::default());
+    for i in 0..n_steps {
+        let of_step: Vec<(&String, &StepReport)> = parts
+            .iter()
+            .filter_map(|(f, r)| r.steps.get(i).map(|s| (f, s)))
+            .collect();
+        let step = merge_step(&of_step)?;
+        add_requests(&mut run_requests, &step.requests);
+        if let Some(h) = &step.histograms {
+            for (acc, text) in run_hdrs.iter_mut().zip([&h.ttft, &h.tpot, &h.itl, &h.e2e]) {
+                acc.add(&decode("the merged step", i, text)?);
+            }
+        }
+        steps.push(step);
+    }
+    let run_latencies = Latencies {
+        ttft: run_hdrs[0].percentiles(),
+        tpot: run_hdrs[1].percentiles(),
+        itl: run_hdrs[2].percentiles(),
+        e2e: run_hdrs[3].percentiles(),
+    };
+    let threshold_results: Vec<ThresholdResult> = thresholds
+        .iter()
+        .map(|t| t.evaluate_on(&run_requests, &run_latencies))
+        .collect();
+
+    let scraped = parts
+        .iter()
+        .map(|(_, r)| r)
+        .find(|r| r.target.metrics_url.is_some())
+        .unwrap_or(first);
+    let workers = worker_health(parts, count);
+    let report = RunReport {
+        version: first.version,
+        tool: first.tool.clone(),
+        started_at: parts
+            .iter()
+            .map(|(_, r)| r.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        interrupted: parts.iter().any(|(_, r)| r.interrupted),
+        target: scraped.target.clone(),
+        plan: first.plan.clone(),
+        warmup: parts.iter().find_map(|(_, r)| r.warmup.clone()),
+        steps,
+        timeline: merge_timelines(parts, scraped),
+        thresholds: threshold_results,
+        client_cpu_s: parts.iter().map(|(_, r)| r.client_cpu_s).sum(),
+        segment: None,
+    };
+    Ok(Merged {
+        report,
+        workers,
+        missing,
+    })
+}
+/// Checks that `parts` are parts of one run (`first`'s, from `first_file`): their version,
+/// worker count, plan, model and steps agree, no segment is given twice, every step has
+/// its histograms. Returns the worker count and which file holds each segment.
+fn check_parts<'a>(
+    first_file: &str,
+    first: &RunReport,
+    parts: &'a [(String, RunReport)],
+) -> Result<(u32, BTreeMap<u32, &'a String>), MergeError> {
     let seg_of = |file: &str, r: &RunReport| {
         r.segment.clone().ok_or_else(|| MergeError::NotAPart {
             file: file.to_owned(),
@@ -135,7 +208,7 @@ pub fn merge(
         }
         let differs = |what| MergeError::Mismatch {
             file: file.clone(),
-            first: first_file.clone(),
+            first: first_file.to_owned(),
             what,
         };
         if seg.count != count {
@@ -176,45 +249,11 @@ pub fn merge(
             });
         }
     }
-    let missing: Vec<u32> = (0..count).filter(|i| !by_index.contains_key(i)).collect();
-    if !missing.is_empty() && !allow_missing {
-        return Err(MergeError::Missing { missing, count });
-    }
+    Ok((count, by_index))
+}
 
-    let n_steps = parts.iter().map(|(_, r)| r.steps.len()).max().unwrap_or(0);
-    let mut steps = Vec::with_capacity(n_steps);
-    let mut run_requests = Requests::default();
-    let mut run_hdrs: [Hdr; 4] = [(); 4].map(|_| Hdr::default());
-    for i in 0..n_steps {
-        let of_step: Vec<(&String, &StepReport)> = parts
-            .iter()
-            .filter_map(|(f, r)| r.steps.get(i).map(|s| (f, s)))
-            .collect();
-        let step = merge_step(&of_step)?;
-        add_requests(&mut run_requests, &step.requests);
-        if let Some(h) = &step.histograms {
-            for (acc, text) in run_hdrs.iter_mut().zip([&h.ttft, &h.tpot, &h.itl, &h.e2e]) {
-                acc.add(&decode("the merged step", i, text)?);
-            }
-        }
-        steps.push(step);
-    }
-    let run_latencies = Latencies {
-        ttft: run_hdrs[0].percentiles(),
-        tpot: run_hdrs[1].percentiles(),
-        itl: run_hdrs[2].percentiles(),
-        e2e: run_hdrs[3].percentiles(),
-    };
-    let threshold_results: Vec<ThresholdResult> = thresholds
-        .iter()
-        .map(|t| t.evaluate_on(&run_requests, &run_latencies))
-        .collect();
-
-    let scraped = parts
-        .iter()
-        .map(|(_, r)| r)
-        .find(|r| r.target.metrics_url.is_some())
-        .unwrap_or(first);
+/// Each worker's health, from its part (a missing part leaves its worker's file empty).
+fn worker_health(parts: &[(String, RunReport)], count: u32) -> Vec<WorkerHealth> {
     let mut workers: Vec<WorkerHealth> = (0..count)
         .map(|index| WorkerHealth {
             index,
@@ -241,29 +280,7 @@ pub fn merge(
             .filter_map(|s| s.client.lag_p99_s)
             .max_by(f64::total_cmp);
     }
-    let report = RunReport {
-        version: first.version,
-        tool: first.tool.clone(),
-        started_at: parts
-            .iter()
-            .map(|(_, r)| r.started_at.clone())
-            .min()
-            .unwrap_or_default(),
-        interrupted: parts.iter().any(|(_, r)| r.interrupted),
-        target: scraped.target.clone(),
-        plan: first.plan.clone(),
-        warmup: parts.iter().find_map(|(_, r)| r.warmup.clone()),
-        steps,
-        timeline: merge_timelines(parts, scraped),
-        thresholds: threshold_results,
-        client_cpu_s: parts.iter().map(|(_, r)| r.client_cpu_s).sum(),
-        segment: None,
-    };
-    Ok(Merged {
-        report,
-        workers,
-        missing,
-    })
+    workers
 }
 
 fn decode(file: &str, step: usize, text: &str) -> Result<Hdr, MergeError> {

@@ -9,11 +9,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use inferscale_loadgen::Target;
 use inferscale_sim::{Sim, SimConfig};
 
-use inferscale_loadgen::plan::{LengthValue, Plan};
+use inferscale_loadgen::plan::{LengthValue, Plan, ResolvedPlan};
+use inferscale_loadgen::report::RunReport;
 
 use crate::cli::RunArgs;
 use crate::exit::AfterStartExt;
-use crate::job::analysis::{degraded, simulator_fell_behind, write as write_analysis};
+use crate::job::analysis::{Written, degraded, simulator_fell_behind, write as write_analysis};
 use crate::job::load::{Resolved, Workers, execute};
 use crate::job::manifests::write as write_manifests;
 use crate::job::rehearse::standard;
@@ -255,10 +256,32 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
     )?;
     check_out_dir(&a.out)?;
     let started = Instant::now();
+    let (report, written) = measure(a, plan, speedup)?;
+    let generated = generate(a, &written)?;
+    let rehearsal = rehearse(a, &report, &written, &generated)?;
+    let text = closing(
+        a,
+        &report,
+        &written,
+        &generated,
+        rehearsal.as_ref(),
+        started,
+    );
+    emit(&text)?;
+    Ok(if degraded(&report, &written.analysis) {
+        ExitCode::from(crate::exit::CHECK_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Measures: the embedded simulator started unless `--url` is given, the resolved `plan`
+/// run against it, run.json written, and the analysis written beside it.
+fn measure(a: &RunArgs, plan: ResolvedPlan, speedup: f64) -> Result<(RunReport, Written)> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (report, written) = rt.block_on(async {
+    rt.block_on(async {
         let mut embedded = None;
         let mut sim_cfg = None;
         let (url, plan) = match &a.url {
@@ -304,106 +327,139 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
         let written = write_analysis(&out.report, &a.out, a.peak_rps)
-            .with_context(|| {
-                format!(
-                    "the measurement is kept in {}, but what follows from it could not be written",
-                    run_json.display()
-                )
-            })
+            .with_context(|| kept(a))
             .after_start()?;
         Ok::<_, anyhow::Error>((out.report, written))
-    })?;
-    let kept = || {
-        format!(
-            "the measurement is kept in {}, but what follows from it could not be written",
-            a.out.join("run.json").display()
-        )
+    })
+}
+
+/// The message of a failure after the measurement: it is kept, what follows is not.
+fn kept(a: &RunArgs) -> String {
+    format!(
+        "the measurement is kept in {}, but what follows from it could not be written",
+        a.out.join("run.json").display()
+    )
+}
+
+/// What follows from the thresholds: the replica to rehearse (calibrated from the run when
+/// no profile models it), the tuned policy and the manifests.
+#[derive(Default)]
+struct Generated {
+    /// The manifests' folder and the thresholds they were written from.
+    manifests: Option<(std::path::PathBuf, inferscale_analysis::Thresholds)>,
+    replica: Option<crate::job::replica::Replica>,
+    tuned: Option<inferscale_autoscale::tune::TuneReport>,
+    /// How well a calibrated replica reproduces the measured steps (empty otherwise).
+    calibration: String,
+}
+
+/// Tunes the policy (unless `--signal queue` or the thresholds have one) and writes the
+/// manifests; nothing when the run found no thresholds.
+fn generate(a: &RunArgs, written: &Written) -> Result<Generated> {
+    let kept = || kept(a);
+    let Ok(t) = &written.analysis.thresholds else {
+        return Ok(Generated::default());
     };
-    let mut tuned = None;
-    let mut calibration = String::new();
-    let (manifests, replica) = match &written.analysis.thresholds {
-        Ok(t) => {
-            let replica = crate::job::replica::resolve(
-                &crate::cli::ReplicaArgs {
-                    profile: None,
-                    measured_replica: false,
-                },
-                Some(t),
-            )
+    let mut g = Generated::default();
+    let replica = crate::job::replica::resolve(
+        &crate::cli::ReplicaArgs {
+            profile: None,
+            measured_replica: false,
+        },
+        Some(t),
+    )
+    .with_context(kept)
+    .after_start()?;
+    if replica.profile.is_none()
+        && let Some(fit) = &t.replica
+    {
+        g.calibration = calibration_text(fit, &replica.engine);
+        eprint!("{}", g.calibration);
+    }
+    let mut t = t.clone();
+    if a.cluster.signal == crate::cli::SignalArg::Tuned && t.scaling.is_none() {
+        eprintln!(
+            "tune: the scaling policy, searched in the rehearsal (inferscale tune; --signal queue skips it)"
+        );
+        let (report, policy) = tune_for_run(a, &t, &replica)
             .with_context(kept)
             .after_start()?;
-            if replica.profile.is_none()
-                && let Some(fit) = &t.replica
-            {
-                calibration = calibration_text(fit, &replica.engine);
-                eprint!("{calibration}");
-            }
-            let mut t = t.clone();
-            if a.cluster.signal == crate::cli::SignalArg::Tuned && t.scaling.is_none() {
-                eprintln!(
-                    "tune: the scaling policy, searched in the rehearsal (inferscale tune; --signal queue skips it)"
-                );
-                let (report, policy) = tune_for_run(a, &t, &replica)
-                    .with_context(kept)
-                    .after_start()?;
-                t.scaling = policy;
-                let mut files = vec![
-                    (
-                        a.out.join("tune.json"),
-                        (serde_json::to_string_pretty(&report)? + "\n").into_bytes(),
-                    ),
-                    (
-                        a.out.join("tune.html"),
-                        inferscale_report::tune::render(&report, &t.source.model, &replica.about)
-                            .into_bytes(),
-                    ),
-                ];
-                if t.scaling.is_some() {
-                    files.push((
-                        a.out.join("thresholds.json"),
-                        (serde_json::to_string_pretty(&t)? + "\n").into_bytes(),
-                    ));
-                }
-                write_all(&files).with_context(kept).after_start()?;
-                tuned = Some(report);
-            }
-            let dir = a.out.join("manifests");
-            write_manifests(&t, &a.cluster, &dir)
-                .with_context(kept)
-                .after_start()?;
-            (Some((dir, t)), Some(replica))
+        t.scaling = policy;
+        let mut files = vec![
+            (
+                a.out.join("tune.json"),
+                (serde_json::to_string_pretty(&report)? + "\n").into_bytes(),
+            ),
+            (
+                a.out.join("tune.html"),
+                inferscale_report::tune::render(&report, &t.source.model, &replica.about)
+                    .into_bytes(),
+            ),
+        ];
+        if t.scaling.is_some() {
+            files.push((
+                a.out.join("thresholds.json"),
+                (serde_json::to_string_pretty(&t)? + "\n").into_bytes(),
+            ));
         }
-        Err(_) => (None, None),
+        write_all(&files).with_context(kept).after_start()?;
+        g.tuned = Some(report);
+    }
+    let dir = a.out.join("manifests");
+    write_manifests(&t, &a.cluster, &dir)
+        .with_context(kept)
+        .after_start()?;
+    g.manifests = Some((dir, t));
+    g.replica = Some(replica);
+    Ok(g)
+}
+
+/// The generated ScaledObject and the seeds' shape rehearsed under a step; the report is
+/// written again with the verdict at its end. A rehearsal that cannot run is a warning.
+fn rehearse(
+    a: &RunArgs,
+    report: &RunReport,
+    written: &Written,
+    g: &Generated,
+) -> Result<Option<crate::job::rehearse::Verdict>> {
+    let (Some((dir, t)), Some(replica)) = (&g.manifests, &g.replica) else {
+        return Ok(None);
     };
-    let rehearsal = match (&manifests, &replica) {
-        (Some((dir, t)), Some(replica)) => {
-            eprintln!(
-                "rehearsal: the generated ScaledObject and the seeds' shape under a step to 2.5× the capacity and back, in virtual time"
-            );
-            let o = crate::job::manifests::options(t, &a.cluster)?;
-            let unit = tuned.as_ref().map(|r| r.capacity_rps);
-            match standard(t, &o, dir, replica, &a.out, unit) {
-                Ok(v) => {
-                    let page =
-                        inferscale_report::html::render_with(&report, &written.analysis, &v.html);
-                    write_all(&[(written.report.clone(), page.into_bytes())]).after_start()?;
-                    Some(v)
-                }
-                Err(e) => {
-                    eprintln!("warning: the rehearsal could not run: {e:#}");
-                    None
-                }
-            }
+    eprintln!(
+        "rehearsal: the generated ScaledObject and the seeds' shape under a step to 2.5× the capacity and back, in virtual time"
+    );
+    let o = crate::job::manifests::options(t, &a.cluster)?;
+    let unit = g.tuned.as_ref().map(|r| r.capacity_rps);
+    match standard(t, &o, dir, replica, &a.out, unit) {
+        Ok(v) => {
+            let page = inferscale_report::html::render_with(report, &written.analysis, &v.html);
+            write_all(&[(written.report.clone(), page.into_bytes())]).after_start()?;
+            Ok(Some(v))
         }
-        _ => None,
-    };
-    let mut text = inferscale_report::summary(&report, &written.analysis);
-    text.push_str(&calibration);
-    if let Some(r) = &tuned {
+        Err(e) => {
+            eprintln!("warning: the rehearsal could not run: {e:#}");
+            Ok(None)
+        }
+    }
+}
+
+/// What the run prints at its end: the summary, the tuning and the rehearsal's verdicts,
+/// and where everything is.
+fn closing(
+    a: &RunArgs,
+    report: &RunReport,
+    written: &Written,
+    g: &Generated,
+    rehearsal: Option<&crate::job::rehearse::Verdict>,
+    started: Instant,
+) -> String {
+    let mut text = inferscale_report::summary(report, &written.analysis);
+    text.push_str(&g.calibration);
+    if let Some(r) = &g.tuned {
         text.push('\n');
         text.push_str(&tune_summary(r));
     }
-    if let Some(v) = &rehearsal {
+    if let Some(v) = rehearsal {
         text.push('\n');
         text.push_str(&v.text);
     }
@@ -429,13 +485,13 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
             a.out.join("rehearsal.html").display()
         ));
     }
-    if tuned.is_some() {
+    if g.tuned.is_some() {
         text.push_str(&format!(
             "  {}  the tuning: every policy tried on every trace\n",
             a.out.join("tune.html").display()
         ));
     }
-    if let Some((m, _)) = &manifests {
+    if let Some((m, _)) = &g.manifests {
         text.push_str(&format!(
             "  {}/  KEDA, alerts, dashboards, Deployment patches: see its README.md\n",
             m.display()
@@ -446,7 +502,7 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
             "These numbers come from the embedded simulator at {}× speed-up; point --url at a real server to measure it.\n",
             report.plan.speedup
         ));
-        if simulator_fell_behind(&report) {
+        if simulator_fell_behind(report) {
             let lag = report
                 .target
                 .simulated
@@ -460,10 +516,5 @@ fn run_in(a: &RunArgs) -> Result<ExitCode> {
             ));
         }
     }
-    emit(&text)?;
-    Ok(if degraded(&report, &written.analysis) {
-        ExitCode::from(crate::exit::CHECK_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    text
 }

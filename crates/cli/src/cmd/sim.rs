@@ -26,6 +26,45 @@ fn rate(name: &str, v: f64) -> Result<f64> {
 
 /// Resolves the flags into a simulator configuration.
 pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
+    let engine = engine(a)?;
+    if !(a.speedup.is_finite() && a.speedup > 0.0 && a.speedup <= 10_000.0) {
+        bail!(
+            "--speedup must be a number in (0, 10000], not {}",
+            a.speedup
+        );
+    }
+    let faults = faults(a)?;
+    let name = a
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| engine.model.hf_id.clone());
+    if name.trim().is_empty() || name.chars().any(char::is_control) {
+        bail!(
+            "--served-model-name {name:?}: a model name is not empty and has no control characters"
+        );
+    }
+    let mut cfg = SimConfig::new(engine, name);
+    cfg.speedup = a.speedup;
+    cfg.faults = faults;
+    cfg.show_deprecated_metrics = a.show_deprecated_metrics;
+    cfg.max_body_bytes = a.max_body;
+    cfg.hostname = a.hostname.clone();
+    cfg.access_log = a.access_log.clone();
+    cfg.auto_tool_choice = a.enable_auto_tool_choice && a.tool_call_parser.is_some();
+    cfg.api_key = match &a.api_key_file {
+        Some(p) => Some(
+            inferscale_sim::ApiKey::new(&crate::credentials::read_small(p, "API key file")?)
+                .ok_or_else(|| anyhow!("the API key file {} is empty", p.display()))?,
+        ),
+        None => std::env::var(SERVER_KEY_ENV)
+            .ok()
+            .and_then(|k| inferscale_sim::ApiKey::new(&k)),
+    };
+    Ok(cfg)
+}
+/// The engine the flags describe: a profile, or a GPU and a model, with vLLM's flags over
+/// them.
+fn engine(a: &SimArgs) -> Result<EngineConfig> {
     let mut engine = match &a.profile {
         Some(name) => profile(name).ok_or_else(|| {
             anyhow!(
@@ -130,12 +169,11 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     }
     engine.enforce_eager |= a.enforce_eager;
     engine.seed = a.seed;
-    if !(a.speedup.is_finite() && a.speedup > 0.0 && a.speedup <= 10_000.0) {
-        bail!(
-            "--speedup must be a number in (0, 10000], not {}",
-            a.speedup
-        );
-    }
+    Ok(engine)
+}
+
+/// The faults the flags inject.
+fn faults(a: &SimArgs) -> Result<Faults> {
     let slowdown = match &a.fault_slowdown {
         None => None,
         Some(s) => {
@@ -160,33 +198,7 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
         malformed_rate: rate("fault-malformed-rate", a.fault_malformed_rate)?,
         slowdown,
     };
-    let name = a
-        .served_model_name
-        .clone()
-        .unwrap_or_else(|| engine.model.hf_id.clone());
-    if name.trim().is_empty() || name.chars().any(char::is_control) {
-        bail!(
-            "--served-model-name {name:?}: a model name is not empty and has no control characters"
-        );
-    }
-    let mut cfg = SimConfig::new(engine, name);
-    cfg.speedup = a.speedup;
-    cfg.faults = faults;
-    cfg.show_deprecated_metrics = a.show_deprecated_metrics;
-    cfg.max_body_bytes = a.max_body;
-    cfg.hostname = a.hostname.clone();
-    cfg.access_log = a.access_log.clone();
-    cfg.auto_tool_choice = a.enable_auto_tool_choice && a.tool_call_parser.is_some();
-    cfg.api_key = match &a.api_key_file {
-        Some(p) => Some(
-            inferscale_sim::ApiKey::new(&crate::credentials::read_small(p, "API key file")?)
-                .ok_or_else(|| anyhow!("the API key file {} is empty", p.display()))?,
-        ),
-        None => std::env::var(SERVER_KEY_ENV)
-            .ok()
-            .and_then(|k| inferscale_sim::ApiKey::new(&k)),
-    };
-    Ok(cfg)
+    Ok(faults)
 }
 
 /// The environment variable vLLM reads its API key from.

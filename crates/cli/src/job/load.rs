@@ -266,6 +266,99 @@ pub(crate) struct Outcome {
     pub(crate) breached: bool,
 }
 
+/// The dataset the plan names, read and checked, or `None`.
+fn dataset(r: &Resolved) -> Result<Option<String>> {
+    let dataset = match &r.plan.dataset {
+        Some(p) => Some(crate::input::read_text(
+            p,
+            "dataset",
+            crate::input::cap::DATASET,
+        )?),
+        None => None,
+    };
+    if let Some(d) = &dataset {
+        inferscale_loadgen::prompt::load_dataset(
+            d,
+            &r.plan
+                .dataset
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )?;
+    }
+    Ok(dataset)
+}
+
+/// Says what the load will do: steps, requests, wall time, model and where it writes.
+fn announce(r: &Resolved, model: &str, out: &Path) {
+    let n: f64 = r
+        .plan
+        .config
+        .stages
+        .iter()
+        .map(Stage::expected_requests)
+        .sum();
+    let secs: f64 = r
+        .plan
+        .config
+        .stages
+        .iter()
+        .map(|s| s.duration_s + s.rest_s)
+        .sum::<f64>()
+        / r.plan.config.speedup;
+    eprintln!(
+        "load: {} steps, {:.0} requests, about {} of wall time; model {model:?}; results in {}",
+        r.plan.config.stages.len(),
+        n,
+        crate::units::format_duration(Duration::from_secs_f64(secs)),
+        out.display()
+    );
+}
+
+/// Records in run.json how far the embedded simulator fell behind its clock (and warns when
+/// it did not hold the speed-up).
+fn record_sim_lag(r: &Resolved, report: &mut RunReport, quiet: bool) -> Result<()> {
+    if let (Some(meter), Some(serde_json::Value::Object(sim))) =
+        (&r.sim_lag, report.target.simulated.as_mut())
+    {
+        let lag = meter.read();
+        if !quiet && !lag.held() {
+            eprintln!(
+                "warning: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so latencies are overstated; use a release build or a lower --speedup",
+                lag.describe(),
+                r.plan.config.speedup
+            );
+        }
+        sim.insert("clock_lag".into(), serde_json::to_value(lag)?);
+        sim.insert("clock_held".into(), lag.held().into());
+    }
+    Ok(())
+}
+
+/// Writes run.json and, when asked, every request's record as JSON lines.
+fn write_results(
+    report: &RunReport,
+    records: &[inferscale_loadgen::record::Record],
+    out: &Path,
+    requests_out: Option<&Path>,
+) -> Result<()> {
+    let json = serde_json::to_vec_pretty(report)?;
+    crate::output::write_atomic(out, &json)
+        .context("the measurement is lost: run.json could not be written")
+        .after_start()?;
+    if let Some(p) = requests_out {
+        let mut lines = Vec::new();
+        for rec in records {
+            serde_json::to_writer(&mut lines, rec)?;
+            lines.push(b'\n');
+        }
+        crate::output::write_atomic(p, &lines)
+            .with_context(|| format!("run.json was written to {}", out.display()))
+            .after_start()?;
+    }
+    Ok(())
+}
+
 /// Runs a resolved plan (pre-flight checks, warm-up, the plan) and writes its files. Used by
 /// `load` and `run`.
 pub(crate) async fn execute(
@@ -295,24 +388,7 @@ pub(crate) async fn execute(
         .await
         .map_err(hint_auth)?;
     r.plan.config.requests.model = model.clone();
-    let dataset = match &r.plan.dataset {
-        Some(p) => Some(crate::input::read_text(
-            p,
-            "dataset",
-            crate::input::cap::DATASET,
-        )?),
-        None => None,
-    };
-    if let Some(d) = &dataset {
-        inferscale_loadgen::prompt::load_dataset(
-            d,
-            &r.plan
-                .dataset
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-        )?;
-    }
+    let dataset = dataset(&r)?;
     let tty = std::io::stderr().is_terminal();
     let warmup = if r.plan.warmup > 0 {
         if !quiet {
@@ -339,28 +415,7 @@ pub(crate) async fn execute(
         None
     };
     if !quiet {
-        let n: f64 = r
-            .plan
-            .config
-            .stages
-            .iter()
-            .map(Stage::expected_requests)
-            .sum();
-        let secs: f64 = r
-            .plan
-            .config
-            .stages
-            .iter()
-            .map(|s| s.duration_s + s.rest_s)
-            .sum::<f64>()
-            / r.plan.config.speedup;
-        eprintln!(
-            "load: {} steps, {:.0} requests, about {} of wall time; model {model:?}; results in {}",
-            r.plan.config.stages.len(),
-            n,
-            crate::units::format_duration(Duration::from_secs_f64(secs)),
-            out.display()
-        );
+        announce(&r, &model, out);
     }
     let thresholds = std::mem::take(&mut r.plan.thresholds);
     let output = match &r.workers {
@@ -389,39 +444,13 @@ pub(crate) async fn execute(
     let mut report = output.report;
     report.warmup = warmup;
     report.target.simulated = r.simulated.take();
-    if let (Some(meter), Some(serde_json::Value::Object(sim))) =
-        (&r.sim_lag, report.target.simulated.as_mut())
-    {
-        let lag = meter.read();
-        if !quiet && !lag.held() {
-            eprintln!(
-                "warning: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so latencies are overstated; use a release build or a lower --speedup",
-                lag.describe(),
-                r.plan.config.speedup
-            );
-        }
-        sim.insert("clock_lag".into(), serde_json::to_value(lag)?);
-        sim.insert("clock_held".into(), lag.held().into());
-    }
+    record_sim_lag(&r, &mut report, quiet)?;
     report.target.max_num_seqs = r.max_num_seqs;
     report.thresholds = thresholds
         .iter()
         .map(|t| t.evaluate(&output.records, r.plan.config.speedup))
         .collect();
-    let json = serde_json::to_vec_pretty(&report)?;
-    crate::output::write_atomic(out, &json)
-        .context("the measurement is lost: run.json could not be written")
-        .after_start()?;
-    if let Some(p) = requests_out {
-        let mut lines = Vec::new();
-        for rec in &output.records {
-            serde_json::to_writer(&mut lines, rec)?;
-            lines.push(b'\n');
-        }
-        crate::output::write_atomic(p, &lines)
-            .with_context(|| format!("run.json was written to {}", out.display()))
-            .after_start()?;
-    }
+    write_results(&report, &output.records, out, requests_out)?;
     if !quiet && !output.scrape_errors.is_empty() {
         eprintln!(
             "warning: {} scrapes of the server's metrics failed; first: {}",
