@@ -246,9 +246,9 @@ pub fn parse_rfc3339(t: &str) -> Option<f64> {
 /// Runs the plan. `interrupt` resolving stops the schedule (requests in flight get `grace` to
 /// finish) and the partial result is returned, marked interrupted.
 ///
-/// The parts, each with one job: the [sending thread](sender) sends and records every
-/// request; the [step watcher](steps::StepWatch) marks each step's ends and builds its
-/// report; the [ticker](steps::ticks) reads progress; the [sampler](Sampler) scrapes the
+/// The parts, each with one job: the sending thread (`run/sender.rs`) sends and records every
+/// request; the step watcher (`run/steps.rs`) marks each step's ends and builds its
+/// report; the ticker reads progress; the [sampler](Sampler) scrapes the
 /// server; the [probe](Probe) notices the machine's stalls. This function starts them, passes
 /// their notes on, stops them, and assembles the report.
 pub async fn run(
