@@ -426,6 +426,19 @@ pub struct Evaluated {
 }
 
 impl Evaluated {
+    /// Where and why its rehearsal stopped early (`stopped at step-2.5x: …`); empty when it
+    /// was rehearsed on every trace.
+    pub fn stopped(&self) -> String {
+        match self.results.last() {
+            Some(r) if !self.complete => format!(
+                "stopped at {}: {}",
+                r.trace,
+                r.why_not.as_deref().unwrap_or_default()
+            ),
+            _ => String::new(),
+        }
+    }
+
     fn new(
         label: String,
         policy: Option<Policy>,

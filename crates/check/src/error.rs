@@ -4,17 +4,17 @@
 
 use std::path::PathBuf;
 
-use inferscale_loadgen::with_causes;
+use inferscale_http::with_causes;
 
 /// Why an endpoint, a Prometheus, a file or `promtool` gave nothing usable.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// A `/metrics` endpoint could not be scraped.
     #[error("{}", with_causes(.0))]
-    Scrape(inferscale_loadgen::scrape::ScrapeError),
+    Scrape(inferscale_http::scrape::ScrapeError),
     /// An endpoint gave no answer.
     #[error("{}", with_causes(.0))]
-    Fetch(inferscale_loadgen::transport::FetchError),
+    Fetch(inferscale_http::transport::FetchError),
     /// An endpoint answered with another status than 200.
     #[error("{url}: HTTP {status}")]
     Status {
@@ -36,7 +36,7 @@ pub enum ReadError {
     Exposition(inferscale_promtext::ParseError),
     /// Prometheus could not be asked.
     #[error("{}", with_causes(.0))]
-    Prometheus(inferscale_loadgen::prometheus::ApiCallError),
+    Prometheus(inferscale_http::prometheus::ApiCallError),
     /// Prometheus' answer is not a query result.
     #[error("{0}")]
     Answer(inferscale_promql::ApiError),

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use inferscale_catalog::{Engine, Signal, names_of};
-use inferscale_loadgen::Target;
-use inferscale_loadgen::prometheus::Prometheus;
-use inferscale_loadgen::scrape::Scraper;
-use inferscale_loadgen::transport::{Get, get};
+use inferscale_http::Target;
+use inferscale_http::prometheus::Prometheus;
+use inferscale_http::scrape::Scraper;
+use inferscale_http::transport::{Get, get};
 use inferscale_manifests::objects::{self, PrometheusRule};
 use inferscale_promql::Value;
 

@@ -199,13 +199,15 @@ pub(crate) struct ClusterArgs {
     /// What the ScaledObject scales by: tuned (the policy `inferscale tune` chose, recorded in
     /// thresholds.json; without one, in-flight derived by rule), in-flight, arrival-rate, or
     /// queue (the seeds' shape: queue depth primary).
-    #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = SignalArg::Tuned)]
-    pub(crate) signal: SignalArg,
+    #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = ScaleByArg::Tuned)]
+    pub(crate) signal: ScaleByArg,
 }
 
-/// `--signal`.
+/// `--signal`: what a ScaledObject scales by, which `Primary` (or the seeds' queue shape) its
+/// primary trigger reads. Not a `catalog::Signal`, the one thing "signal" names in the code:
+/// a metric, whatever the engine calls it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum SignalArg {
+pub(crate) enum ScaleByArg {
     /// The tuned policy from thresholds.json (in-flight by rule when there is none).
     Tuned,
     /// Requests in flight per pod, at a target by Little's law.

@@ -15,37 +15,19 @@
 //! a slow client can hide queueing (no coordinated omission); every scheduled request ends in
 //! exactly one outcome: ok, http_error, timeout, connect_error, stream_error or dropped.
 
-pub mod auth;
 // The pure parts, re-exported where they have always been found.
 pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold};
+// The HTTP client, in its own crate since scaler, monitor and check share it.
+pub use inferscale_http::{
+    Auth, AuthError, Target, UrlError, auth, h1, prometheus, scrape, target, tls, transport,
+    with_causes,
+};
 pub mod discover;
-pub mod h1;
-pub mod json;
 pub mod pace;
 pub mod plan;
 pub mod probe;
-pub mod prometheus;
 pub mod report;
 pub mod run;
 pub mod sampler;
-pub mod scrape;
-pub mod target;
-pub mod tls;
-pub mod transport;
 
-pub use auth::{Auth, AuthError};
 pub use run::{LoadConfig, LoadError, LoadOutput, Progress, Tick, run, warmup};
-pub use target::{Target, UrlError};
-
-/// An error and every cause under it, joined (`URL: connecting: Connection refused`): the one
-/// line a list of failures shows.
-pub fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cur = c.source();
-    }
-    out
-}

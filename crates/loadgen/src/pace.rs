@@ -16,7 +16,8 @@
 //!
 //! Never early: [`Pacer::until`] returns at `due` or after it.
 
-use std::time::{Duration, Instant};
+use inferscale_clock::Instant;
+use std::time::Duration;
 
 /// Gaps this short are spun rather than slept.
 pub const SPIN: Duration = Duration::from_micros(50);
@@ -70,7 +71,7 @@ impl Pacer {
                 continue;
             }
             if gap > COARSE {
-                tokio::time::sleep_until((due - COARSE).into()).await;
+                tokio::time::sleep_until(due - COARSE).await;
             } else {
                 tokio::task::yield_now().await;
             }

@@ -9,9 +9,10 @@
 //! CPU time the hypervisor stole (`steal` in /proc/stat), so a reader can tell a client
 //! stall from a machine stall.
 
+use inferscale_clock::Instant;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::report::Stalls;
 

@@ -13,10 +13,11 @@
 mod sender;
 mod steps;
 
+use inferscale_clock::Instant;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, watch};
 
@@ -171,7 +172,7 @@ pub fn process_cpu_s() -> f64 {
 
 /// UTC now as RFC 3339.
 pub fn now_rfc3339() -> String {
-    rfc3339(SystemTime::now())
+    rfc3339(inferscale_clock::wall())
 }
 
 /// `t` in UTC as RFC 3339, to the second.
@@ -441,7 +442,10 @@ fn in_order(records: &Records) -> Vec<Record> {
 /// When the run starts, and by how much a worker came after a shared start (seconds): a
 /// shared start is waited for; a worker that comes after it starts at once.
 fn start_time(cfg: &LoadConfig) -> (Instant, f64) {
-    match cfg.start_at.map(|at| at.duration_since(SystemTime::now())) {
+    match cfg
+        .start_at
+        .map(|at| at.duration_since(inferscale_clock::wall()))
+    {
         Some(Ok(wait)) => (Instant::now() + wait, 0.0),
         Some(Err(late)) => (
             Instant::now() + Duration::from_millis(100),

@@ -1,8 +1,9 @@
 //! The server sampler: scrapes the target's `/metrics` through `promtext`/`catalog` every
 //! second of the server's time while the load runs.
 
+use inferscale_clock::Instant;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inferscale_catalog::Snapshot;
 

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -18,9 +18,7 @@ use crate::ui::{self, Screen, View};
 
 /// Seconds since the epoch, now.
 pub fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    inferscale_clock::unix_seconds()
 }
 
 /// The dashboard drawn at `width` columns (as many rows as it needs), as text.
@@ -57,7 +55,7 @@ pub async fn once(m: &mut Monitor, collect: Duration, refresh: Duration) -> Dash
         m.restore(now(), refresh.as_secs_f64()).await;
         return m.refresh(now()).await;
     }
-    let started = tokio::time::Instant::now();
+    let started = inferscale_clock::now();
     let mut tick = tokio::time::interval(refresh);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     loop {
@@ -94,7 +92,7 @@ pub async fn json_lines(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut tick = start(m, refresh).await;
-    let started = tokio::time::Instant::now();
+    let started = inferscale_clock::now();
     tokio::pin!(stop);
     loop {
         tokio::select! {

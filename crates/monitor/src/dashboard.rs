@@ -245,7 +245,7 @@ impl Dashboard {
             let v = match r {
                 Ok(v) => v,
                 Err(e) => {
-                    d.errors.push(inferscale_loadgen::with_causes(e));
+                    d.errors.push(inferscale_http::with_causes(e));
                     continue;
                 }
             };

@@ -32,8 +32,8 @@ pub mod source;
 pub mod ui;
 
 use inferscale_autoscale::alerts::{AlertRule, Alerts};
-use inferscale_loadgen::prometheus::Prometheus;
-use inferscale_loadgen::transport::Get;
+use inferscale_http::prometheus::Prometheus;
+use inferscale_http::transport::Get;
 use inferscale_promql::Query;
 
 use crate::dashboard::{Dashboard, History};
@@ -75,7 +75,7 @@ pub enum MonitorError {
     Query(#[from] inferscale_promql::ParseError),
     /// A target URL is wrong.
     #[error(transparent)]
-    Url(#[from] inferscale_loadgen::UrlError),
+    Url(#[from] inferscale_http::UrlError),
 }
 
 /// The monitor's state between refreshes.
@@ -164,7 +164,7 @@ impl Monitor {
             let t = now - k as f64 * step;
             let results = remote.eval_all(&refs, t).await;
             for (i, r) in results.into_iter().enumerate() {
-                let r = r.map_err(|e| inferscale_loadgen::with_causes(&e));
+                let r = r.map_err(|e| inferscale_http::with_causes(&e));
                 self.alerts.eval(i, t, r);
             }
         }
@@ -201,7 +201,7 @@ impl Monitor {
         let mut results = self.source.eval_all(&refs, now).await;
         let rules = results.split_off(n);
         for (i, r) in rules.into_iter().enumerate() {
-            let r = r.map_err(|e| inferscale_loadgen::with_causes(&e));
+            let r = r.map_err(|e| inferscale_http::with_causes(&e));
             self.alerts.eval(i, now, r);
         }
         let tagged: Vec<_> = self

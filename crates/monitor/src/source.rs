@@ -2,11 +2,11 @@
 //! them, into the PromQL store, and evaluated in process) or a Prometheus (its HTTP API).
 //! Both answer the same queries; only the pods know why a target is down.
 
-use inferscale_loadgen::prometheus::ApiCallError;
-use inferscale_loadgen::prometheus::Prometheus;
-use inferscale_loadgen::scrape::Scraper;
-use inferscale_loadgen::transport::Get;
-use inferscale_loadgen::{Target, UrlError};
+use inferscale_http::prometheus::ApiCallError;
+use inferscale_http::prometheus::Prometheus;
+use inferscale_http::scrape::Scraper;
+use inferscale_http::transport::Get;
+use inferscale_http::{Target, UrlError};
 use inferscale_promql::{ApiError, EvalError, Evaluator, Labels, Query, Store, Value};
 use inferscale_promtext::Exposition;
 
@@ -110,7 +110,7 @@ impl Pods {
     /// [ingests](Self::ingest) what each gave.
     pub async fn scrape(&mut self, now: f64) {
         let scrapers: Vec<Scraper> = self.targets.iter().map(|t| t.scraper.clone()).collect();
-        let results = inferscale_loadgen::scrape::scrape_all(&scrapers).await;
+        let results = inferscale_http::scrape::scrape_all(&scrapers).await;
         for (i, r) in results.into_iter().enumerate() {
             match r {
                 Ok(exp) => self.ingest(i, now, Ok(&exp)),
@@ -142,7 +142,7 @@ impl Pods {
             }
             Err(e) => {
                 self.store.scrape(&s.labels, t, None);
-                s.error = Some(inferscale_loadgen::with_causes(e));
+                s.error = Some(inferscale_http::with_causes(e));
             }
         }
         if !s.seen || s.up != ok {

@@ -12,7 +12,7 @@ use inferscale_analysis::Thresholds;
 use inferscale_autoscale::alerts::read_rules;
 use inferscale_engine::fleet::{Fleet, Routing, drive};
 use inferscale_engine::{EngineConfig, RequestSpec, profile};
-use inferscale_loadgen::transport::Get;
+use inferscale_http::transport::Get;
 use inferscale_monitor::app::render_text;
 use inferscale_monitor::dashboard::Dashboard;
 use inferscale_monitor::signals::Scope;

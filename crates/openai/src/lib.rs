@@ -12,6 +12,7 @@
 //! # Ok::<(), inferscale_openai::SseError>(())
 //! ```
 
+pub mod json;
 mod sse;
 mod types;
 

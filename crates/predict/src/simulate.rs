@@ -109,6 +109,133 @@ fn plan(w: &Workload) -> Plan {
     }
 }
 
+/// The requests a workload sends, in order: lengths drawn, or a pool's prompts sent again,
+/// each with its shared prefix.
+struct Requests<'w> {
+    w: &'w Workload,
+    lengths: Rng,
+    groups: Rng,
+    /// A pool's prompts keep their length each time they are sent.
+    pool: Vec<RequestSpec>,
+    sent: u64,
+}
+
+impl<'w> Requests<'w> {
+    fn new(w: &'w Workload) -> Requests<'w> {
+        let mut lengths = Rng::new(mix(&[w.seed, 0x6c65_6e73]));
+        let groups = Rng::new(mix(&[w.seed, 0x6772_6f75]));
+        let pool = match w.prefix {
+            Some(SharedPrefix::Pool { prompts }) => (0..prompts.clamp(1, 1_000_000))
+                .map(|_| RequestSpec {
+                    prompt_tokens: w.input.draw(&mut lengths).max(1),
+                    max_tokens: w.output.draw(&mut lengths).max(1),
+                    ignore_eos: true,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Requests {
+            w,
+            lengths,
+            groups,
+            pool,
+            sent: 0,
+        }
+    }
+
+    fn next(&mut self) -> (RequestSpec, Option<Prefix>) {
+        let n = self.sent;
+        self.sent += 1;
+        if !self.pool.is_empty() {
+            let i = (n % self.pool.len() as u64) as usize;
+            let spec = self.pool[i];
+            let prefix = Prefix {
+                key: i as u64,
+                tokens: spec.prompt_tokens,
+            };
+            return (spec, Some(prefix));
+        }
+        let spec = RequestSpec {
+            prompt_tokens: self.w.input.draw(&mut self.lengths).max(1),
+            max_tokens: self.w.output.draw(&mut self.lengths).max(1),
+            ignore_eos: true,
+        };
+        // Each prompt starts with one of the groups' system prompts, drawn evenly.
+        let prefix = match self.w.prefix {
+            Some(SharedPrefix::System { groups, tokens }) if groups > 0 && tokens > 0 => {
+                Some(Prefix {
+                    key: (self.groups.next_f64() * f64::from(groups)).floor() as u64,
+                    tokens: tokens.min(spec.prompt_tokens),
+                })
+            }
+            _ => None,
+        };
+        (spec, prefix)
+    }
+}
+
+/// One replica and what is in flight on it: when each request was sent, and its deadline.
+struct Replica<'w> {
+    engine: Engine,
+    requests: Requests<'w>,
+    /// In flight: id → sent time.
+    sent_at: HashMap<u64, f64>,
+    deadlines: BinaryHeap<Reverse<(u64, u64)>>,
+    timeout: Option<f64>,
+}
+
+impl Replica<'_> {
+    /// Sends the next request at `t`.
+    fn submit(&mut self, t: f64) {
+        let id = match self.requests.next() {
+            (spec, Some(p)) => self.engine.submit_shared(spec, p, t),
+            (spec, None) => self.engine.submit(spec, t),
+        };
+        self.sent_at.insert(id, t);
+        if let Some(to) = self.timeout {
+            self.deadlines.push(Reverse(((t + to).to_bits(), id)));
+        }
+    }
+
+    /// The earliest deadline still pending.
+    fn next_deadline(&self) -> Option<f64> {
+        self.deadlines
+            .peek()
+            .map(|Reverse((t, _))| f64::from_bits(*t))
+    }
+
+    /// Aborts what is in flight past its deadline at `t`.
+    fn expire(&mut self, t: f64, events: &mut Vec<Event>) {
+        while let Some(&Reverse((d, id))) = self.deadlines.peek() {
+            if f64::from_bits(d) > t {
+                break;
+            }
+            self.deadlines.pop();
+            if self.sent_at.contains_key(&id) {
+                self.engine.cancel(id, t, FinishReason::Abort, events);
+            }
+        }
+    }
+
+    /// The record of a request that just finished (`None` for other events, or one not
+    /// sent by this run).
+    fn finished(&mut self, e: &Event) -> Option<Record> {
+        let EventKind::Finished(reason) = e.kind else {
+            return None;
+        };
+        let sent = self.sent_at.remove(&e.id)?;
+        Some(Record {
+            sent,
+            first_token: e.first_token,
+            end: e.t,
+            prompt: e.prompt_tokens,
+            output: e.output_tokens,
+            ok: matches!(reason, FinishReason::Stop | FinishReason::Length),
+            preemptions: e.preemptions,
+        })
+    }
+}
+
 /// Runs `w` against one replica configured as `cfg`.
 ///
 /// # Errors
@@ -127,74 +254,21 @@ pub fn simulate(cfg: &EngineConfig, w: &Workload) -> Result<Trace, MemoryError> 
     let mut engine = Engine::new(cfg)?;
     engine.set_token_events(false);
     let p = plan(w);
-    let mut lengths = Rng::new(mix(&[w.seed, 0x6c65_6e73]));
-    let mut group_rng = Rng::new(mix(&[w.seed, 0x6772_6f75]));
-    // A pool's prompts keep their length each time they are sent.
-    let pool: Vec<RequestSpec> = match w.prefix {
-        Some(SharedPrefix::Pool { prompts }) => (0..prompts.clamp(1, 1_000_000))
-            .map(|_| RequestSpec {
-                prompt_tokens: w.input.draw(&mut lengths).max(1),
-                max_tokens: w.output.draw(&mut lengths).max(1),
-                ignore_eos: true,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let mut sent = 0u64;
-    let mut next_spec = || {
-        let n = sent;
-        sent += 1;
-        if !pool.is_empty() {
-            let i = (n % pool.len() as u64) as usize;
-            let spec = pool[i];
-            let prefix = Prefix {
-                key: i as u64,
-                tokens: spec.prompt_tokens,
-            };
-            return (spec, Some(prefix));
-        }
-        let spec = RequestSpec {
-            prompt_tokens: w.input.draw(&mut lengths).max(1),
-            max_tokens: w.output.draw(&mut lengths).max(1),
-            ignore_eos: true,
-        };
-        // Each prompt starts with one of the groups' system prompts, drawn evenly.
-        let prefix = match w.prefix {
-            Some(SharedPrefix::System { groups, tokens }) if groups > 0 && tokens > 0 => {
-                Some(Prefix {
-                    key: (group_rng.next_f64() * f64::from(groups)).floor() as u64,
-                    tokens: tokens.min(spec.prompt_tokens),
-                })
-            }
-            _ => None,
-        };
-        (spec, prefix)
-    };
     let mut trace = Trace {
         kv_blocks: engine.memory().num_blocks,
         ..Trace::default()
     };
-    // In flight: id → sent time.
-    let mut sent_at: HashMap<u64, f64> = HashMap::new();
-    let mut deadlines: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let timeout = w.timeout_s.filter(|t| *t > 0.0);
-    let mut submit = |engine: &mut Engine,
-                      sent_at: &mut HashMap<u64, f64>,
-                      deadlines: &mut BinaryHeap<Reverse<(u64, u64)>>,
-                      t: f64| {
-        let id = match next_spec() {
-            (spec, Some(p)) => engine.submit_shared(spec, p, t),
-            (spec, None) => engine.submit(spec, t),
-        };
-        sent_at.insert(id, t);
-        if let Some(to) = timeout {
-            deadlines.push(Reverse(((t + to).to_bits(), id)));
-        }
+    let mut r = Replica {
+        engine,
+        requests: Requests::new(w),
+        sent_at: HashMap::new(),
+        deadlines: BinaryHeap::new(),
+        timeout: w.timeout_s.filter(|t| *t > 0.0),
     };
     let mut closed_sent = 0u64;
     for _ in 0..p.clients {
         if closed_sent < p.limit {
-            submit(&mut engine, &mut sent_at, &mut deadlines, 0.0);
+            r.submit(0.0);
             closed_sent += 1;
         }
     }
@@ -203,61 +277,35 @@ pub fn simulate(cfg: &EngineConfig, w: &Workload) -> Result<Trace, MemoryError> 
     let (mut last_t, mut queue_area) = (0.0, 0.0);
     loop {
         let arrival = p.times.get(next_open).copied();
-        let deadline = deadlines.peek().map(|Reverse((t, _))| f64::from_bits(*t));
-        let step = engine.next_event_time();
-        let Some(t) = [arrival, deadline, step]
+        let step = r.engine.next_event_time();
+        let Some(t) = [arrival, r.next_deadline(), step]
             .into_iter()
             .flatten()
             .min_by(f64::total_cmp)
         else {
             break;
         };
-        let t = t.max(engine.now());
-        let waiting = engine.stats().waiting;
-        queue_area += f64::from(waiting) * (t - last_t).max(0.0);
+        let t = t.max(r.engine.now());
+        queue_area += f64::from(r.engine.stats().waiting) * (t - last_t).max(0.0);
         last_t = t;
-        engine.advance(t, &mut events);
+        r.engine.advance(t, &mut events);
         while next_open < p.times.len() && p.times[next_open] <= t {
-            submit(
-                &mut engine,
-                &mut sent_at,
-                &mut deadlines,
-                p.times[next_open],
-            );
+            r.submit(p.times[next_open]);
             next_open += 1;
         }
-        while let Some(&Reverse((d, id))) = deadlines.peek() {
-            if f64::from_bits(d) > t {
-                break;
-            }
-            deadlines.pop();
-            if sent_at.contains_key(&id) {
-                engine.cancel(id, t, FinishReason::Abort, &mut events);
-            }
-        }
-        let st = engine.stats();
+        r.expire(t, &mut events);
+        let st = r.engine.stats();
         trace.queue_max = trace.queue_max.max(st.waiting);
         trace.kv_max = trace.kv_max.max(st.kv_usage);
         for e in events.drain(..) {
-            let EventKind::Finished(reason) = e.kind else {
+            let Some(record) = r.finished(&e) else {
                 continue;
             };
-            let Some(sent) = sent_at.remove(&e.id) else {
-                continue;
-            };
-            trace.records.push(Record {
-                sent,
-                first_token: e.first_token,
-                end: e.t,
-                prompt: e.prompt_tokens,
-                output: e.output_tokens,
-                ok: matches!(reason, FinishReason::Stop | FinishReason::Length),
-                preemptions: e.preemptions,
-            });
+            trace.records.push(record);
             trace.end = trace.end.max(e.t);
             // A closed-loop client sends its next request as soon as one ends.
             if p.clients > 0 && closed_sent < p.limit && e.t < p.until {
-                submit(&mut engine, &mut sent_at, &mut deadlines, e.t);
+                r.submit(e.t);
                 closed_sent += 1;
             }
         }
@@ -267,6 +315,6 @@ pub fn simulate(cfg: &EngineConfig, w: &Workload) -> Result<Trace, MemoryError> 
     } else {
         0.0
     };
-    trace.preemptions = engine.stats().preemptions;
+    trace.preemptions = r.engine.stats().preemptions;
     Ok(trace)
 }

@@ -15,20 +15,7 @@ fn pct(v: f64) -> String {
 }
 
 fn candidate_row(o: &mut String, e: &Evaluated, mark: &str) {
-    let stopped = if e.complete {
-        String::new()
-    } else {
-        e.results
-            .last()
-            .map(|r| {
-                format!(
-                    "stopped at {}: {}",
-                    r.trace,
-                    r.why_not.clone().unwrap_or_default()
-                )
-            })
-            .unwrap_or_default()
-    };
+    let stopped = e.stopped();
     let _ = write!(
         o,
         "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}×</td><td>{}</td><td>{}</td></tr>",

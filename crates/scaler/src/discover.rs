@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use inferscale_loadgen::Target;
-use inferscale_loadgen::auth::{Auth, AuthError};
-use inferscale_loadgen::target::UrlError;
-use inferscale_loadgen::tls::TlsError;
-use inferscale_loadgen::transport::{self, Get};
+use inferscale_http::Target;
+use inferscale_http::auth::{Auth, AuthError};
+use inferscale_http::target::UrlError;
+use inferscale_http::tls::TlsError;
+use inferscale_http::transport::{self, Get};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -154,7 +154,7 @@ impl Kube {
         )?;
         let ca_file = dir.join("ca.crt");
         let ca = read(ca_file.clone())?;
-        let tls = inferscale_loadgen::tls::client_config(&inferscale_loadgen::tls::TlsOptions {
+        let tls = inferscale_http::tls::client_config(&inferscale_http::tls::TlsOptions {
             ca_pem: Some((ca_file.display().to_string(), ca)),
             insecure: false,
         })?;
@@ -357,7 +357,7 @@ async fn list(
     let (target, how) = kube.get(&selector_path(namespace, service), Duration::from_secs(10))?;
     let got = transport::get(&target, &how)
         .await
-        .map_err(|e| DiscoveryError::Request(inferscale_loadgen::with_causes(&e)))?;
+        .map_err(|e| DiscoveryError::Request(inferscale_http::with_causes(&e)))?;
     if got.status != 200 {
         return Err(DiscoveryError::Status {
             namespace: namespace.to_owned(),
@@ -418,7 +418,7 @@ async fn watch_once(
     };
     let mut opened = match transport::open(&target, &how).await {
         Ok(o) => o,
-        Err(e) => return WatchEnd::Relist(inferscale_loadgen::with_causes(&e)),
+        Err(e) => return WatchEnd::Relist(inferscale_http::with_causes(&e)),
     };
     if opened.status == 410 {
         return WatchEnd::Relist("the watch's resourceVersion expired (410)".into());

@@ -10,22 +10,17 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::grpc::Code;
 use crate::service::{Scaler, hpa_target};
-
-/// How long a client may take to send its request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the HTTP side on `listener` until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, scaler: Scaler, mut shutdown: watch::Receiver<bool>) {
@@ -42,19 +37,8 @@ pub async fn serve(listener: TcpListener, scaler: Scaler, mut shutdown: watch::R
                 let scaler = scaler.clone();
                 async move { Ok::<_, Infallible>(route(req, scaler).await) }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .max_buf_size(64 * 1024)
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = async { drop(stop.wait_for(|s| *s).await) } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
+            let stopped = async move { drop(stop.wait_for(|s| *s).await) };
+            inferscale_http::server::serve_connection(stream, svc, stopped).await;
         });
     }
 }

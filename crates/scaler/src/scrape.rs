@@ -1,16 +1,17 @@
 //! Scraping the pods for a trigger: all at once, each bounded by a timeout, through the one
-//! scrape client (`loadgen::scrape`), into each pod's [`History`]; answers are cached
+//! scrape client (`inferscale_http::scrape`), into each pod's [`History`]; answers are cached
 //! briefly, so that KEDA's poll and the HPA's metric fetch a moment later do not scrape
 //! twice.
 
+use inferscale_clock::Instant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inferscale_catalog::{Signal, Snapshot, names_for};
-use inferscale_loadgen::Target;
-use inferscale_loadgen::scrape::Scraper;
-use inferscale_loadgen::transport::Get;
+use inferscale_http::Target;
+use inferscale_http::scrape::Scraper;
+use inferscale_http::transport::Get;
 use inferscale_promtext::{ParseOptions, parse_with, retain_families};
 
 use crate::decide::{History, PodError, PodResult};
@@ -155,13 +156,13 @@ impl Pods {
 async fn scrape(base: &str, timeout: Duration, names: &[&str]) -> Result<Snapshot, PodError> {
     let target = Target::parse_metrics(base).map_err(|e| PodError::Fetch(e.to_string()))?;
     let metrics_url = target.url.clone();
-    let mut how = Get::new(inferscale_loadgen::scrape::ACCEPT);
+    let mut how = Get::new(inferscale_http::scrape::ACCEPT);
     how.timeout = timeout;
     how.max_body = 16 << 20;
     let scraped = match tokio::time::timeout(timeout, Scraper::new(target, how).fetch()).await {
         // The failure is reported beside the pod's URL: not a second time in the message.
         Ok(r) => r.map_err(|e| {
-            let chain = inferscale_loadgen::with_causes(&e);
+            let chain = inferscale_http::with_causes(&e);
             PodError::Fetch(
                 chain
                     .strip_prefix(&format!("{metrics_url}: "))

@@ -8,9 +8,10 @@
 //! engages; a Service named without Kubernetes credentials is `FailedPrecondition`. Never
 //! a made-up 0.
 
+use inferscale_clock::Instant;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 

@@ -10,7 +10,9 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use inferscale_clock::Instant;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -18,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use inferscale_loadgen::Auth;
+use inferscale_http::Auth;
 use inferscale_scaler::discover::{Discovery, Kube};
 use inferscale_scaler::grpc::Channel;
 use inferscale_scaler::proto::external_scaler::Client;
@@ -209,7 +211,8 @@ async fn until(d: &Discovery, port: &str, want: &[&str]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// In virtual time: the relist's backoff after a 410 passes at once, and is measured exactly.
+#[tokio::test(start_paused = true)]
 async fn pods_appear_turn_unready_and_vanish_through_the_watch() {
     let (url, api) = fake_api().await;
     api.lock().unwrap().apply(slice(
@@ -261,6 +264,7 @@ async fn pods_appear_turn_unready_and_vanish_through_the_watch() {
 
     // The watch expires (410): a fresh list picks up what changed meanwhile.
     let lists = api.lock().unwrap().lists;
+    let expired = Instant::now();
     {
         let mut a = api.lock().unwrap();
         a.expire();
@@ -270,6 +274,12 @@ async fn pods_appear_turn_unready_and_vanish_through_the_watch() {
         );
     }
     until(&d, "http", &["http://10.0.2.9:8000"]).await;
+    // The relist waited its first backoff (1 s), and the poll saw it within 20 ms more.
+    let waited = expired.elapsed();
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_millis(1100),
+        "{waited:?}"
+    );
     let a = api.lock().unwrap();
     assert_eq!(a.lists, lists + 1, "one relist after the 410");
     // Every request carried the token and asked for the Service's slices only; watches

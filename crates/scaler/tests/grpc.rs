@@ -224,7 +224,7 @@ async fn tls_serves_h2_with_the_given_certificate() {
 
     let (a, _ta) = pod(Some(4.0)).await;
     let s = start(Some(tls)).await;
-    let roots = inferscale_loadgen::tls::client_config(&inferscale_loadgen::tls::TlsOptions {
+    let roots = inferscale_http::tls::client_config(&inferscale_http::tls::TlsOptions {
         ca_pem: Some(("tls.crt".into(), cert.cert.pem().into_bytes())),
         insecure: false,
     })

@@ -54,7 +54,9 @@ async fn the_queue_sums_the_pods_that_answer_and_none_answering_is_an_error() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// In virtual time (tokio's paused clock, behind inferscale_clock): the 2 s timeout and the
+// 60 s cache pass in no time at all, and exactly.
+#[tokio::test(start_paused = true)]
 async fn a_pod_that_hangs_times_out_and_answers_are_cached_briefly() {
     let (a, ta) = pod(Some(2.0)).await;
     let (slow, _ts) = pod(None).await;
@@ -72,10 +74,32 @@ async fn a_pod_that_hangs_times_out_and_answers_are_cached_briefly() {
     // answered is gone now, and a scrape would find no pod at all.
     ta.abort();
     let _ = ta.await;
-    assert_eq!(answer(&cfg, pods.read(&urls, cfg.window_s).await), Ok(got));
+    assert_eq!(
+        answer(&cfg, pods.read(&urls, cfg.window_s).await),
+        Ok(got.clone())
+    );
     // A different set of pods is not served from the cache.
     assert!(matches!(
         answer(&cfg, pods.read(&urls[..1], cfg.window_s).await),
         Err(NoValue::AllFailed { failed: 1, .. })
     ));
+    // Just before the cache's life ends the answer still stands; past it, the pods are read
+    // again: one refuses, the other hangs for the whole timeout.
+    let t0 = inferscale_clock::now();
+    tokio::time::sleep(Duration::from_secs(55)).await;
+    assert_eq!(answer(&cfg, pods.read(&urls, cfg.window_s).await), Ok(got));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let read = inferscale_clock::now();
+    assert!(matches!(
+        answer(&cfg, pods.read(&urls, cfg.window_s).await),
+        Err(NoValue::AllFailed { failed: 2, .. })
+    ));
+    // Virtual seconds, to the timer wheel's millisecond.
+    let near = |d: Duration, s: f64| (d.as_secs_f64() - s).abs() < 0.005;
+    assert!(near(read - t0, 65.0), "{:?}", read - t0);
+    assert!(
+        near(inferscale_clock::now() - read, 2.0),
+        "{:?}",
+        inferscale_clock::now() - read
+    );
 }

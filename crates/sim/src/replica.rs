@@ -6,10 +6,11 @@
 //! therefore delays a release a little but never changes what the engine computed or what its
 //! metrics say.
 
+use inferscale_clock::Instant;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inferscale_engine::stats::{FinishReason, Stats};
 use inferscale_engine::{Engine, Event, EventKind, PromptBlocks, RequestSpec};

@@ -1,13 +1,13 @@
 //! The HTTP side: vLLM's OpenAI-compatible routes, `/metrics`, `/health`, `/version`, and the
 //! DCGM exporter's `/metrics` on its own listener.
 
+use inferscale_clock::Instant;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -15,7 +15,6 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use inferscale_engine::kv::BLOCK_SIZE;
 use inferscale_engine::stats::FinishReason;
 use inferscale_engine::{PromptBlocks, RequestSpec};
@@ -66,9 +65,7 @@ impl Replica {
         access: Option<Arc<AccessLog>>,
         replicas: usize,
     ) -> Self {
-        let created_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let created_unix = inferscale_clock::unix_seconds();
         let hostname = if replicas > 1 {
             format!("{}-{index}", cfg.hostname)
         } else {
@@ -163,30 +160,13 @@ pub(crate) async fn serve_listener(
                     Ok::<_, Infallible>(resp)
                 }
             });
-            // A client has HEADER_READ_TIMEOUT to send a request's headers, and an idle
-            // keep-alive connection is closed after as long (uvicorn, which vLLM serves
-            // through, closes idle connections after 5 s): a connection that stalls in its
-            // headers does not hold a task for ever.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .max_buf_size(64 * 1024)
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
+            let stopped = async move { drop(stop.changed().await) };
+            inferscale_http::server::serve_connection(stream, svc, stopped).await;
         });
     }
 }
 
-/// How long a client may take to send a request's headers, and how long an idle keep-alive
-/// connection is kept.
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub use inferscale_http::server::HEADER_READ_TIMEOUT;
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -253,11 +233,7 @@ async fn route(req: Request<Incoming>, r: Arc<Replica>, dcgm: bool) -> Response<
         );
     }
     let started = Instant::now();
-    let arrival_unix_s = r.access.as_ref().map(|_| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    });
+    let arrival_unix_s = r.access.as_ref().map(|_| inferscale_clock::unix_seconds());
     let req_bytes = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -820,9 +796,7 @@ async fn generate(req: Request<Incoming>, r: &Arc<Replica>, chat: bool) -> Respo
         engine: r.engine.clone(),
         keys,
     };
-    let created = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let created = inferscale_clock::unix(inferscale_clock::wall()).as_secs();
     let id = format!(
         "{}-{:016x}",
         if chat { "chatcmpl" } else { "cmpl" },

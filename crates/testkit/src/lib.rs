@@ -132,10 +132,10 @@ pub fn prometheus(
             .spawn()
             .unwrap();
         let reap = Reap(child);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let deadline = inferscale_clock::now() + std::time::Duration::from_secs(60);
         while http_get(addr, "/-/ready").map(|r| r.0).unwrap_or(0) != 200 {
             assert!(
-                std::time::Instant::now() < deadline,
+                inferscale_clock::now() < deadline,
                 "Prometheus did not become ready in 60 s"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));

@@ -186,9 +186,7 @@ fn load_job(a: &GenerateArgs) -> Result<ExitCode> {
     let start = match &a.start_at {
         Some(t) => crate::job::load::parse_start_at(t)?,
         None => {
-            let now = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let now = inferscale_clock::unix(inferscale_clock::wall()).as_secs();
             // Ten minutes ahead, on the minute.
             SystemTime::UNIX_EPOCH + Duration::from_secs((now + 600).div_ceil(60) * 60)
         }

@@ -1,8 +1,9 @@
 //! `inferscale query`: PromQL over live `/metrics` endpoints, with no Prometheus.
 
+use inferscale_clock::Instant;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use inferscale_loadgen::Target;
@@ -124,9 +125,7 @@ fn resolve(args: &QueryArgs) -> Result<(Vec<Query>, Vec<Scrapee>)> {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    inferscale_clock::unix(inferscale_clock::wall()).as_millis() as i64
 }
 
 /// Scrapes every target every `every` for `window` into a store; the errors met, per target.

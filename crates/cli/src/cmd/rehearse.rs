@@ -108,7 +108,7 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     let total = objects.len();
     let mut outcomes: Vec<(String, Outcome)> = Vec::new();
     for (i, (label, k)) in objects.into_iter().enumerate() {
-        let started = std::time::Instant::now();
+        let started = inferscale_clock::now();
         eprintln!(
             "rehearsing {label} ({}/{total}): {:.1} h of traffic…",
             i + 1,

@@ -1,9 +1,10 @@
 //! `inferscale run`: the main job. Warm-up, the stepped load, the analysis and the report,
 //! into one folder; against the embedded simulator unless a URL is given.
 
+use inferscale_clock::Instant;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use inferscale_loadgen::Target;
@@ -377,7 +378,7 @@ fn generate(a: &RunArgs, written: &Written) -> Result<Generated> {
         eprint!("{}", g.calibration);
     }
     let mut t = t.clone();
-    if a.cluster.signal == crate::cli::SignalArg::Tuned && t.scaling.is_none() {
+    if a.cluster.signal == crate::cli::ScaleByArg::Tuned && t.scaling.is_none() {
         eprintln!(
             "tune: the scaling policy, searched in the rehearsal (inferscale tune; --signal queue skips it)"
         );

@@ -1,10 +1,11 @@
 //! `inferscale scrape`: read the three metric tiers from endpoints, files or stdin.
 
+use inferscale_clock::Instant;
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use bytes::Bytes;

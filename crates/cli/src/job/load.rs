@@ -51,12 +51,12 @@ pub(crate) struct Workers {
 /// parts (worker 0 scrapes the server's metrics; the others do not).
 async fn run_workers(w: &Workers, quiet: bool) -> Result<inferscale_loadgen::LoadOutput> {
     use std::process::{Command, Stdio};
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use std::time::UNIX_EPOCH;
     std::fs::create_dir_all(&w.dir)
         .with_context(|| format!("cannot create the folder {}", w.dir.display()))?;
     let exe = std::env::current_exe().context("cannot find this program to start workers")?;
     // Time for every worker to start and prepare its share before the clock starts.
-    let start = SystemTime::now() + Duration::from_secs(2);
+    let start = inferscale_clock::wall() + Duration::from_secs(2);
     let start_s = format!("{:.3}", start.duration_since(UNIX_EPOCH)?.as_secs_f64());
     if !quiet {
         eprintln!(

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow};
 use inferscale_analysis::Thresholds;
 use inferscale_manifests::Options;
 
-use crate::cli::{ClusterArgs, SignalArg};
+use crate::cli::{ClusterArgs, ScaleByArg};
 use crate::output::write_all;
 
 /// Reads thresholds.json, naming the field when something is missing or malformed.
@@ -77,20 +77,20 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
 /// it is of that signal), or none (the seeds' shape).
 pub(crate) fn policy(
     t: &Thresholds,
-    signal: SignalArg,
+    signal: ScaleByArg,
     o: &Options,
 ) -> Option<inferscale_analysis::scaling::Policy> {
     use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
     let primary = match signal {
-        SignalArg::Queue => return None,
-        SignalArg::Tuned => {
+        ScaleByArg::Queue => return None,
+        ScaleByArg::Tuned => {
             if let Some(p) = &t.scaling {
                 return Some(p.clone());
             }
             Primary::InFlight
         }
-        SignalArg::InFlight => Primary::InFlight,
-        SignalArg::ArrivalRate => Primary::ArrivalRate,
+        ScaleByArg::InFlight => Primary::InFlight,
+        ScaleByArg::ArrivalRate => Primary::ArrivalRate,
     };
     if let Some(p) = t.scaling.as_ref().filter(|p| p.primary == primary) {
         return Some(p.clone());

@@ -148,7 +148,7 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
         },
         ask.attainment * 100.0
     );
-    let started = std::time::Instant::now();
+    let started = inferscale_clock::now();
     let (report, policy) = tune(&ts, &make, &mut |line| eprintln!("tune: {line}"))?;
     eprintln!(
         "tune: {} rehearsals in {:.1} s",
@@ -163,20 +163,7 @@ fn pct(v: f64) -> String {
 }
 
 fn candidate_row(s: &mut String, e: &Evaluated, mark: &str, width: usize) {
-    let stopped = if e.complete {
-        String::new()
-    } else {
-        e.results
-            .last()
-            .map(|r| {
-                format!(
-                    "stopped at {}: {}",
-                    r.trace,
-                    r.why_not.clone().unwrap_or_default()
-                )
-            })
-            .unwrap_or_default()
-    };
+    let stopped = e.stopped();
     let _ = writeln!(
         s,
         "{mark}{:<width$} {:>5} {:>9} {:>8.2} {:>7.2}× {:>6}  {stopped}",

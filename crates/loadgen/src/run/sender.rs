@@ -7,9 +7,10 @@
 //! [`Shared`]: the records (one lock per stage, so that a step's report locks only its
 //! own) and counters that progress reads.
 
+use inferscale_clock::Instant;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::sync::{mpsc, oneshot};

@@ -7,9 +7,10 @@
 //! Both tell the run what they found by [`Note`]s, owned messages on one channel: nothing
 //! they measure is shared.
 
+use inferscale_clock::Instant;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inferscale_catalog::Signal;
 use tokio::sync::mpsc;
@@ -95,12 +96,12 @@ impl StepWatch {
         for i in 0..self.windows.len() {
             let w = self.windows[i];
             let start = t0 + Duration::from_secs_f64(w.start);
-            tokio::time::sleep_until((start - BOUND_LEAD).into()).await;
+            tokio::time::sleep_until(start - BOUND_LEAD).await;
             if self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
             self.begin(i).await;
-            tokio::time::sleep_until((t0 + Duration::from_secs_f64(w.end)).into()).await;
+            tokio::time::sleep_until(t0 + Duration::from_secs_f64(w.end)).await;
             self.wait_for_requests(i).await;
             self.end(i).await;
             let next_start = self

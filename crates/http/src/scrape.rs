@@ -6,7 +6,8 @@
 //! (falling back to the text's own shape when the header is missing or names neither format),
 //! bounds the time and the body, and carries credentials and TLS from [`Get`].
 
-use std::time::{Duration, Instant};
+use inferscale_clock::Instant;
+use std::time::Duration;
 
 use bytes::Bytes;
 use inferscale_promtext::{Exposition, Format, ParseError, ParseOptions, parse_with};

@@ -57,7 +57,7 @@ pub enum ApiCallError {
 /// `s` percent-encoded for a query string (RFC 3986 unreserved characters kept).
 ///
 /// ```
-/// assert_eq!(inferscale_loadgen::prometheus::encode("a b{c=\"d\"}"), "a%20b%7Bc%3D%22d%22%7D");
+/// assert_eq!(inferscale_http::prometheus::encode("a b{c=\"d\"}"), "a%20b%7Bc%3D%22d%22%7D");
 /// ```
 pub fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);

@@ -78,7 +78,7 @@ fn port_part(authority: &str) -> Option<&str> {
 /// may carry a secret is shown.
 ///
 /// ```
-/// use inferscale_loadgen::target::redact;
+/// use inferscale_http::target::redact;
 /// assert_eq!(redact("http://u:pw@host:8000/x"), "http://***@host:8000/x");
 /// assert_eq!(redact("http://host/a@b"), "http://host/a@b");
 /// ```

@@ -1,8 +1,9 @@
 //! Sending one request and watching its response: HTTP/1.1 with or without connection reuse,
 //! a deadline, and streaming responses decoded event by event as the bytes arrive.
 
+use inferscale_clock::Instant;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -146,7 +147,7 @@ fn inspect(data: &str) -> Result<EventInfo, MalformedEvent> {
             ..EventInfo::default()
         });
     }
-    if crate::json::validate(data.as_bytes()).is_err() {
+    if inferscale_openai::json::validate(data.as_bytes()).is_err() {
         let shown: String = data.chars().take(80).collect();
         return Err(MalformedEvent(shown));
     }
@@ -267,9 +268,7 @@ impl Client {
     pub async fn send(&self, path: &str, body: &[u8], intended: Instant, stream: bool) -> Exchange {
         let deadline = intended + self.cfg.timeout;
         let mut ex = Exchange::begun(intended);
-        match tokio::time::timeout_at(deadline.into(), self.follow(path, body, stream, &mut ex))
-            .await
-        {
+        match tokio::time::timeout_at(deadline, self.follow(path, body, stream, &mut ex)).await {
             Ok(result) => ex.conclude(result),
             Err(_) => ex.expire(self.cfg.timeout),
         }
@@ -406,7 +405,7 @@ impl Client {
                 }
             }
         } else {
-            let usage = crate::json::completion_usage(&whole)
+            let usage = inferscale_openai::json::completion_usage(&whole)
                 .map_err(|e| (Outcome::StreamError, format!("malformed response: {e}")))?;
             if let Some(u) = usage {
                 ex.output_tokens = u
@@ -720,7 +719,7 @@ pub struct NotReady {
 /// model that loads for minutes is not polled 20 times a second). A model that is still
 /// loading answers 503; that is waited through.
 pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Result<(), NotReady> {
-    let deadline = tokio::time::Instant::now() + within;
+    let deadline = Instant::now() + within;
     let mut how = access.clone();
     how.accept = "*/*".into();
     how.timeout = Duration::from_secs(2).min(within.max(Duration::from_millis(100)));
@@ -732,14 +731,14 @@ pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Resu
             Ok(f) => format!("HTTP {}", f.status),
             Err(e) => e.to_string(),
         };
-        if tokio::time::Instant::now() >= deadline {
+        if Instant::now() >= deadline {
             return Err(NotReady {
                 url: target.url.clone(),
                 within,
                 last: Some(last),
             });
         }
-        tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
+        tokio::time::sleep(pause.min(deadline - Instant::now())).await;
         pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
