@@ -163,31 +163,38 @@ fn the_string_error_finder_finds_them_and_nothing_else() {
     );
 }
 
-#[test]
-fn library_code_has_no_string_errors() {
+/// `find` over every library source under `crates/*/src` outside the crates `except` names:
+/// each finding as `path:line: text`.
+fn in_library_code(except: &str, find: fn(&str) -> Vec<(usize, String)>) -> Vec<String> {
     let mut files = Vec::new();
     sources(&root().join("crates"), &mut files);
     let mut found = Vec::new();
     let mut read = 0;
     for f in files {
         let rel = f.strip_prefix(root()).unwrap_or(&f).to_path_buf();
-        // The binary's clap value parsers answer clap, which takes any message; tests may
-        // do as they like.
         let lib = rel
             .components()
             .nth(2)
             .is_some_and(|c| c.as_os_str() == "src")
-            && !rel.starts_with("crates/cli");
+            && !rel.starts_with(except);
         if !lib {
             continue;
         }
         let text = std::fs::read_to_string(&f).expect("a source file");
         read += 1;
-        for (line, what) in string_errors(&text) {
+        for (line, what) in find(&text) {
             found.push(format!("{}:{line}: {what}", rel.display()));
         }
     }
     assert!(read > 100, "only {read} library sources found");
+    found
+}
+
+#[test]
+fn library_code_has_no_string_errors() {
+    // The binary's clap value parsers answer clap, which takes any message; tests may do as
+    // they like.
+    let found = in_library_code("crates/cli", string_errors);
     assert!(
         found.is_empty(),
         "a library error is a type, not a String: {found:#?}"
@@ -226,29 +233,9 @@ fn the_clock_read_finder_finds_them_and_nothing_else() {
 
 #[test]
 fn library_code_reads_the_clock_only_through_the_seam() {
-    let mut files = Vec::new();
-    sources(&root().join("crates"), &mut files);
-    let mut found = Vec::new();
-    let mut read = 0;
-    for f in files {
-        let rel = f.strip_prefix(root()).unwrap_or(&f).to_path_buf();
-        // The seam itself; tests may do as they like. (bench/ is outside crates/: a
-        // benchmark's stopwatch is the machine's clock by definition.)
-        let lib = rel
-            .components()
-            .nth(2)
-            .is_some_and(|c| c.as_os_str() == "src")
-            && !rel.starts_with("crates/clock");
-        if !lib {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).expect("a source file");
-        read += 1;
-        for (line, what) in clock_reads(&text) {
-            found.push(format!("{}:{line}: {what}", rel.display()));
-        }
-    }
-    assert!(read > 100, "only {read} library sources found");
+    // The seam itself is exempt; tests may do as they like. (bench/ is outside crates/: a
+    // benchmark's stopwatch is the machine's clock by definition.)
+    let found = in_library_code("crates/clock", clock_reads);
     assert!(
         found.is_empty(),
         "read the clock through inferscale_clock (its Instant, now, wall): {found:#?}"
