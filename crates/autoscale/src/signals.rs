@@ -5,7 +5,7 @@
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
 use inferscale_catalog::Signal;
-use inferscale_manifests::objects::{self, ScaledObject, Trigger};
+use inferscale_manifests::objects::{ScaledObject, Trigger};
 use inferscale_manifests::promql::{self as q, Sel};
 use inferscale_manifests::{Options, keda};
 
@@ -22,34 +22,23 @@ pub struct Derived {
 }
 
 fn trigger(name: &str, query: String, metric_type: &str, threshold: f64, o: &Options) -> Trigger {
-    let mut metadata = std::collections::BTreeMap::new();
-    metadata.insert("serverAddress".to_owned(), o.prometheus_url.clone());
-    metadata.insert("query".to_owned(), query);
-    metadata.insert("threshold".to_owned(), format!("{threshold}"));
-    metadata.insert("ignoreNullValues".to_owned(), "false".to_owned());
-    Trigger {
-        kind: "prometheus".to_owned(),
-        name: Some(name.to_owned()),
-        metric_type: Some(metric_type.to_owned()),
-        use_cached_metrics: None,
-        metadata,
-        authentication_ref: None,
-        extra: Default::default(),
-    }
+    keda::prometheus_trigger(
+        o,
+        name,
+        metric_type,
+        query,
+        format!("{threshold}"),
+        Vec::new(),
+    )
 }
 
 /// The eight signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
-/// target; `capacity_rps`: a replica's, for the proportional targets), or why the seeds'
-/// ScaledObject they start from does not load.
-pub fn derived(
-    t: &Thresholds,
-    o: &Options,
-    max_num_seqs: u32,
-    capacity_rps: f64,
-) -> Result<Vec<Derived>, objects::LoadError> {
+/// target; `capacity_rps`: a replica's, for the proportional targets), each a copy of the
+/// seeds' ScaledObject with its own trigger.
+pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64) -> Vec<Derived> {
     let mut seeds = o.clone();
     seeds.policy = None;
-    let base: ScaledObject = objects::load(&keda::scaled_object(t, &seeds))?;
+    let base: ScaledObject = keda::scaled_object(t, &seeds).object;
     let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
     let startup = f64::from(o.cold_start_s);
     let proportional =
@@ -170,8 +159,7 @@ pub fn derived(
             ),
         ),
     ];
-    Ok(list
-        .into_iter()
+    list.into_iter()
         .map(|(name, about, tr)| {
             let mut object = base.clone();
             object.metadata.name = format!("{}-{name}", base.metadata.name);
@@ -182,5 +170,5 @@ pub fn derived(
                 object,
             }
         })
-        .collect())
+        .collect()
 }

@@ -26,7 +26,6 @@
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{Policy, Primary, Tuned};
 use inferscale_engine::fleet::{Fleet, Routing, drive};
-use inferscale_manifests::objects::{self, ScaledObject};
 use inferscale_manifests::{Options, karpenter, keda as generated};
 use inferscale_rng::mix;
 use serde::Serialize;
@@ -577,19 +576,11 @@ impl Tuner<'_> {
             }
         }
         let t = &self.ts.thresholds;
-        let external = o.scaler == inferscale_manifests::ScalerKind::External;
-        let text = match (&policy, external) {
-            (Some(p), false) => generated::policy_scaled_object(t, &o, p),
-            (Some(p), true) => generated::policy_external_scaled_object(t, &o, p),
-            (None, false) => generated::scaled_object(t, &o),
-            (None, true) => generated::external_scaled_object(t, &o),
-        };
-        let fail = |message: String| TuneError::Object {
+        let so = generated::for_options(t, &o).object;
+        let keda = KedaSpec::from_object(&so).map_err(|e| TuneError::Object {
             label: label.clone(),
-            message,
-        };
-        let so: ScaledObject = objects::load(&text).map_err(|e| fail(e.to_string()))?;
-        let keda = KedaSpec::from_object(&so).map_err(|e| fail(e.to_string()))?;
+            message: e.to_string(),
+        })?;
         Ok(Runnable {
             consolidate_after_s: f64::from(karpenter::consolidate_after_s(t, &o)),
             min_replicas: o.min_replicas,

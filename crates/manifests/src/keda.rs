@@ -5,9 +5,17 @@ use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{Policy, Primary};
 use inferscale_catalog::Signal;
 
+use std::collections::BTreeMap;
+
+use inferscale_analysis::scaling::Step;
+
 use crate::Options;
+use crate::objects::{
+    Advanced, Behavior, Extra, Fallback, HpaConfig, ObjectMeta, Policy as Limit, ScaleTargetRef,
+    ScaledObject, ScaledObjectSpec, ScalingRules, Trigger,
+};
 use crate::promql::{self, Sel};
-use crate::yaml::{Y, document, i, map, s};
+use crate::yaml::Explained;
 
 /// The queue trigger's query: the total of waiting requests of the model's pods. No
 /// `or vector(0)`: when the series are gone (pods down, Prometheus down) the result is empty,
@@ -64,115 +72,145 @@ fn reason<'a>(p: &'a Policy, key: &str) -> &'a str {
     p.reasons.get(key).map_or("", String::as_str)
 }
 
-fn guardrail_trigger(o: &Options, guard: f64) -> Y {
-    map(vec![
-        ("type", s("prometheus")),
-        ("name", s("queue-time-guardrail")),
-        ("metricType", s("Value")),
-        (
-            "metadata",
-            map(vec![
-                ("serverAddress", s(o.prometheus_url.clone())),
-                ("query", Y::Block(guardrail_query(o))),
-                ("threshold", s(fmt_num(guard))),
-                ("ignoreNullValues", s("false")),
-            ]),
+/// A trigger's `metadata`: strings, as the CRD requires.
+fn metadata(pairs: Vec<(&str, String)>) -> BTreeMap<String, String> {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// A named trigger of `kind` with its metric type and metadata.
+fn trigger(
+    kind: &str,
+    name: impl Into<String>,
+    metric_type: &str,
+    metadata: BTreeMap<String, String>,
+) -> Trigger {
+    Trigger {
+        kind: kind.to_owned(),
+        name: Some(name.into()),
+        metric_type: Some(metric_type.to_owned()),
+        use_cached_metrics: None,
+        metadata,
+        authentication_ref: None,
+        extra: Extra::new(),
+    }
+}
+
+/// A `prometheus` trigger: `query` against `--prometheus-url`, at `threshold`, an empty
+/// result an error. `more` adds settings (an activation threshold).
+pub fn prometheus_trigger(
+    o: &Options,
+    name: impl Into<String>,
+    metric_type: &str,
+    query: String,
+    threshold: String,
+    more: Vec<(&str, String)>,
+) -> Trigger {
+    let mut pairs = vec![
+        ("serverAddress", o.prometheus_url.clone()),
+        ("query", query),
+        ("threshold", threshold),
+        ("ignoreNullValues", "false".to_owned()),
+    ];
+    pairs.extend(more);
+    trigger("prometheus", name, metric_type, metadata(pairs))
+}
+
+const NULL_IS_AN_ERROR: &str = "An empty result is an error, not 0: the fallback below takes over.";
+
+fn guardrail_trigger(o: &Options, guard: f64, why: String) -> Explained<Trigger> {
+    let mut e = Explained::new(
+        "",
+        prometheus_trigger(
+            o,
+            "queue-time-guardrail",
+            "Value",
+            guardrail_query(o),
+            fmt_num(guard),
+            Vec::new(),
         ),
-    ])
-    .comment(
-        "type",
-        format!(
-            "Guardrail: p95 time requests wait in vLLM's queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
-            fmt_num(guard)
-        ),
-    )
+    );
+    e.block("metadata.query").comment("type", why);
+    e
 }
 
 /// `scaledobject.yaml` from a scaling policy (`inferscale tune`'s, or one derived by rule):
 /// a proportional primary trigger, the queue as a booster, the queue-time guardrail.
-pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
+pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explained<ScaledObject> {
     let name = p.primary.key();
-    let mut primary = map(vec![
-        ("type", s("prometheus")),
-        ("name", s(name)),
-        ("metricType", s("AverageValue")),
-        (
-            "metadata",
-            map(vec![
-                ("serverAddress", s(o.prometheus_url.clone())),
-                ("query", Y::Block(primary_query(p, o))),
-                ("threshold", s(fmt_num(p.target))),
-                ("ignoreNullValues", s("false")),
-            ])
-            .comment(
-                "threshold",
-                format!(
-                    "{} {} per pod (AverageValue: the HPA asks for ceil(total / {})).\n{}",
-                    fmt_num(p.target),
-                    p.primary.unit(),
-                    fmt_num(p.target),
-                    reason(p, "target")
-                ),
-            )
-            .comment(
-                "ignoreNullValues",
-                "An empty result is an error, not 0: the fallback below takes over.",
-            ),
+    let mut primary = Explained::new(
+        "",
+        prometheus_trigger(
+            o,
+            name,
+            "AverageValue",
+            primary_query(p, o),
+            fmt_num(p.target),
+            Vec::new(),
         ),
-    ]);
-    primary = primary.comment(
-        "type",
-        match p.primary {
-            Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.",
-            Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.",
-            Primary::Queue => "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
-        },
     );
+    primary
+        .block("metadata.query")
+        .comment(
+            "metadata.threshold",
+            format!(
+                "{} {} per pod (AverageValue: the HPA asks for ceil(total / {})).\n{}",
+                fmt_num(p.target),
+                p.primary.unit(),
+                fmt_num(p.target),
+                reason(p, "target")
+            ),
+        )
+        .comment("metadata.ignoreNullValues", NULL_IS_AN_ERROR)
+        .comment(
+            "type",
+            match p.primary {
+                Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.",
+                Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.",
+                Primary::Queue => "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
+            },
+        );
     let mut triggers = vec![primary];
     if let Some(h) = p.horizon_s {
-        triggers.push(
-            map(vec![
-                ("type", s("prometheus")),
-                ("name", s(format!("{name}-ahead"))),
-                ("metricType", s("AverageValue")),
-                (
-                    "metadata",
-                    map(vec![
-                        ("serverAddress", s(o.prometheus_url.clone())),
-                        ("query", Y::Block(promql::ahead(&primary_query(p, o), h))),
-                        ("threshold", s(fmt_num(p.target))),
-                        ("ignoreNullValues", s("false")),
-                    ]),
-                ),
-            ])
-            .comment("type", format!("Anticipation: {}", reason(p, "horizon_s"))),
+        let mut ahead = Explained::new(
+            "",
+            prometheus_trigger(
+                o,
+                format!("{name}-ahead"),
+                "AverageValue",
+                promql::ahead(&primary_query(p, o), h),
+                fmt_num(p.target),
+                Vec::new(),
+            ),
         );
+        ahead
+            .block("metadata.query")
+            .comment("type", format!("Anticipation: {}", reason(p, "horizon_s")));
+        triggers.push(ahead);
     }
     if let Some(q) = p.queue_booster {
-        triggers.push(
-            map(vec![
-                ("type", s("prometheus")),
-                ("name", s("queue-booster")),
-                ("metricType", s("AverageValue")),
-                (
-                    "metadata",
-                    map(vec![
-                        ("serverAddress", s(o.prometheus_url.clone())),
-                        ("query", s(queue_query(o))),
-                        ("threshold", s(q.to_string())),
-                        (
-                            "activationThreshold",
-                            s(t.activation.queue_depth.to_string()),
-                        ),
-                        ("ignoreNullValues", s("false")),
-                    ]),
-                ),
-            ])
-            .comment("type", format!("Booster: {}", reason(p, "queue_booster"))),
+        let mut booster = Explained::new(
+            "",
+            prometheus_trigger(
+                o,
+                "queue-booster",
+                "AverageValue",
+                queue_query(o),
+                q.to_string(),
+                vec![("activationThreshold", t.activation.queue_depth.to_string())],
+            ),
         );
+        booster.comment("type", format!("Booster: {}", reason(p, "queue_booster")));
+        triggers.push(booster);
     }
     if let Some(g) = p.guardrail_s {
-        triggers.push(guardrail_trigger(o, g));
+        triggers.push(guardrail_trigger(
+            o,
+            g,
+            format!(
+                "Guardrail: p95 time requests wait in vLLM's queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
+                fmt_num(g)
+            ),
+        ));
     }
     wrap(
         t,
@@ -198,59 +236,64 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
 
 /// `scaledobject.yaml` for `--scaler external` from a policy: one `external` trigger whose
 /// `desired_replicas` combines the primary, the booster and the guardrail in the scaler.
-pub fn policy_external_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> String {
+pub fn policy_external_scaled_object(
+    t: &Thresholds,
+    o: &Options,
+    p: &Policy,
+) -> Explained<ScaledObject> {
     let signal = match p.primary {
         Primary::InFlight => "in_flight",
         Primary::ArrivalRate => "arrival_rate",
         Primary::Queue => "queue_depth",
     };
     let mut meta = vec![
-        ("scalerAddress", s(scaler_address(o))),
-        ("service", s(o.service.clone())),
-        ("port", s(o.service_port.0.clone())),
-        ("metric", s("desired_replicas")),
-        ("signal", s(signal)),
-        ("target", s(fmt_num(p.target))),
+        ("scalerAddress", scaler_address(o)),
+        ("service", o.service.clone()),
+        ("port", o.service_port.0.clone()),
+        ("metric", "desired_replicas".to_owned()),
+        ("signal", signal.to_owned()),
+        ("target", fmt_num(p.target)),
     ];
     if let Some(h) = p.horizon_s {
-        meta.push(("horizon", s(format!("{h}s"))));
+        meta.push(("horizon", format!("{h}s")));
     }
     if let Some(q) = p.queue_booster {
-        meta.push(("queueTarget", s(q.to_string())));
+        meta.push(("queueTarget", q.to_string()));
     }
     if let Some(g) = p.guardrail_s {
-        meta.push(("latencyMetric", s("queue_time_p95")));
-        meta.push(("latencyTarget", s(format!("{}s", fmt_num(g)))));
+        meta.push(("latencyMetric", "queue_time_p95".to_owned()));
+        meta.push(("latencyTarget", format!("{}s", fmt_num(g))));
     }
-    meta.push(("window", s("2m")));
-    let trigger = map(vec![
-        ("type", s("external")),
-        ("name", s("desired-replicas")),
-        ("metricType", s("AverageValue")),
-        (
-            "metadata",
-            map(meta).comment(
-                "target",
-                format!(
-                    "{} {} per pod. {}.\nThe scaler answers the largest of ceil({signal} / {}){}{}{}; the HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
-                    fmt_num(p.target),
-                    p.primary.unit(),
-                    reason(p, "target"),
-                    fmt_num(p.target),
-                    p.horizon_s.map_or(String::new(), |h| format!(
-                        " (its {signal} now, or as a line through its last five minutes predicts it {h} s ahead)"
-                    )),
-                    p.queue_booster
-                        .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
-                    p.guardrail_s.map_or(String::new(), |g| format!(
-                        " and, with the p95 queue time above {} s, ceil(pods x p95 / {})",
-                        fmt_num(g),
-                        fmt_num(g)
-                    )),
-                ),
-            ),
+    meta.push(("window", "2m".to_owned()));
+    let mut e = Explained::new(
+        "",
+        trigger(
+            "external",
+            "desired-replicas",
+            "AverageValue",
+            metadata(meta),
         ),
-    ])
+    );
+    e.comment(
+        "metadata.target",
+        format!(
+            "{} {} per pod. {}.\nThe scaler answers the largest of ceil({signal} / {}){}{}{}; the HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+            fmt_num(p.target),
+            p.primary.unit(),
+            reason(p, "target"),
+            fmt_num(p.target),
+            p.horizon_s.map_or(String::new(), |h| format!(
+                " (its {signal} now, or as a line through its last five minutes predicts it {h} s ahead)"
+            )),
+            p.queue_booster
+                .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
+            p.guardrail_s.map_or(String::new(), |g| format!(
+                " and, with the p95 queue time above {} s, ceil(pods x p95 / {})",
+                fmt_num(g),
+                fmt_num(g)
+            )),
+        ),
+    )
     .comment(
         "type",
         "One trigger on inferscale scaler: the pods' own /metrics read at each poll, seconds\nfresher than a Prometheus scrape. No pods, or none answering: an error, and the fallback acts.",
@@ -258,127 +301,126 @@ pub fn policy_external_scaled_object(t: &Thresholds, o: &Options, p: &Policy) ->
     wrap(
         t,
         o,
-        vec![trigger],
+        vec![e],
         policy_behavior(p, true),
         "KEDA ScaledObject for the vLLM deployment, through inferscale scaler (external trigger).",
         p.polling_s,
     )
 }
 
-fn policies(step: &inferscale_analysis::scaling::Step) -> Y {
+/// The rate limits of one direction: so many pods, or so many percent, per period.
+fn limits(step: &Step) -> Vec<Limit> {
+    let limit = |kind: &str, value: u32| Limit {
+        kind: kind.to_owned(),
+        value: i64::from(value),
+        period_seconds: i64::from(step.period_s),
+        extra: Extra::new(),
+    };
     let mut v = Vec::new();
     if step.pods > 0 {
-        v.push(map(vec![
-            ("type", s("Pods")),
-            ("value", i(i64::from(step.pods))),
-            ("periodSeconds", i(i64::from(step.period_s))),
-        ]));
+        v.push(limit("Pods", step.pods));
     }
     if step.percent > 0 {
-        v.push(map(vec![
-            ("type", s("Percent")),
-            ("value", i(i64::from(step.percent))),
-            ("periodSeconds", i(i64::from(step.period_s))),
-        ]));
+        v.push(limit("Percent", step.percent));
     }
-    Y::Seq(v)
+    v
 }
+
+/// One direction's rules: a stabilization window, rate limits, the policy selection and,
+/// with `exact`, a scale-up tolerance of 0.
+fn rules(window_s: u32, policies: Vec<Limit>, select: &str, exact: bool) -> ScalingRules {
+    let mut extra = Extra::new();
+    if exact {
+        extra.insert("tolerance".to_owned(), "0".into());
+    }
+    ScalingRules {
+        stabilization_window_seconds: Some(i64::from(window_s)),
+        select_policy: Some(select.to_owned()),
+        policies: Some(policies),
+        extra,
+    }
+}
+
+const TOLERANCE: &str = "desired_replicas is already a replica count: any difference from the current\ncount is a step to take (needs the HPAConfigurableTolerance gate, beta and on by\ndefault from Kubernetes 1.35; without it the cluster's 10 % applies).";
 
 /// The HPA behaviour a policy gives. With `exact`, the scale-up tolerance is 0 (a
 /// desired-replica metric at AverageValue 1 must move the HPA by one replica).
-fn policy_behavior(p: &Policy, exact: bool) -> Y {
-    let mut up = vec![
-        (
-            "stabilizationWindowSeconds",
-            i(i64::from(p.scale_up.window_s)),
-        ),
-        ("policies", policies(&p.scale_up)),
-        ("selectPolicy", s("Max")),
-    ];
-    if exact {
-        up.insert(0, ("tolerance", s("0")));
-    }
-    let mut up = map(up).comment(
-        "stabilizationWindowSeconds",
+fn policy_behavior(p: &Policy, exact: bool) -> Explained<Behavior> {
+    let mut e = Explained::new(
+        "",
+        Behavior {
+            scale_up: Some(rules(
+                p.scale_up.window_s,
+                limits(&p.scale_up),
+                "Max",
+                exact,
+            )),
+            scale_down: Some(rules(
+                p.scale_down.window_s,
+                limits(&p.scale_down),
+                "Min",
+                false,
+            )),
+            extra: Extra::new(),
+        },
+    );
+    e.comment(
+        "scaleUp.stabilizationWindowSeconds",
         format!(
             "{}.\nPolicies: {}.",
             reason(p, "scale_up.window_s"),
             reason(p, "scale_up.policies")
         ),
-    );
-    if exact {
-        up = up.comment("tolerance", "desired_replicas is already a replica count: any difference from the current\ncount is a step to take (needs the HPAConfigurableTolerance gate, beta and on by\ndefault from Kubernetes 1.35; without it the cluster's 10 % applies).");
-    }
-    let down = map(vec![
-        (
-            "stabilizationWindowSeconds",
-            i(i64::from(p.scale_down.window_s)),
-        ),
-        ("policies", policies(&p.scale_down)),
-        ("selectPolicy", s("Min")),
-    ])
+    )
     .comment(
-        "stabilizationWindowSeconds",
+        "scaleDown.stabilizationWindowSeconds",
         format!(
             "{}.\nPolicies: {}.",
             reason(p, "scale_down.window_s"),
             reason(p, "scale_down.policies")
         ),
     );
-    map(vec![("scaleUp", up), ("scaleDown", down)])
+    if exact {
+        e.comment("scaleUp.tolerance", TOLERANCE);
+    }
+    e
 }
 
 /// `scaledobject.yaml`: the seeds' path, Prometheus triggers.
-pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
+pub fn scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledObject> {
     let q = t.scale_out.queue_depth_per_pod;
     let guard = t.scale_out.p95_queue_time_seconds;
-    let queue_trigger = map(vec![
-        ("type", s("prometheus")),
-        ("name", s("queue-depth")),
-        ("metricType", s("AverageValue")),
-        (
-            "metadata",
-            map(vec![
-                ("serverAddress", s(o.prometheus_url.clone())),
-                ("query", s(queue_query(o))),
-                ("threshold", s(q.to_string())),
-                ("activationThreshold", s(t.activation.queue_depth.to_string())),
-                ("ignoreNullValues", s("false")),
-            ])
-            .comment(
-                "threshold",
-                format!(
-                    "{} waiting requests per pod (AverageValue: the HPA asks for ceil(total / {q}) pods).\n{}",
-                    q,
-                    t.rationale
-                        .get("scale_out.queue_depth_per_pod")
-                        .map(String::as_str)
-                        .unwrap_or("")
-                ),
-            )
-            .comment(
-                "ignoreNullValues",
-                "An empty result is an error, not 0: the fallback below takes over.",
+    let mut queue = Explained::new(
+        "",
+        prometheus_trigger(
+            o,
+            "queue-depth",
+            "AverageValue",
+            queue_query(o),
+            q.to_string(),
+            vec![("activationThreshold", t.activation.queue_depth.to_string())],
+        ),
+    );
+    queue
+        .comment(
+            "metadata.threshold",
+            format!(
+                "{} waiting requests per pod (AverageValue: the HPA asks for ceil(total / {q}) pods).\n{}",
+                q,
+                t.rationale
+                    .get("scale_out.queue_depth_per_pod")
+                    .map(String::as_str)
+                    .unwrap_or("")
             ),
-        ),
-    ])
-    .comment("type", "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.");
-    let guard_trigger = map(vec![
-        ("type", s("prometheus")),
-        ("name", s("queue-time-guardrail")),
-        ("metricType", s("Value")),
-        (
-            "metadata",
-            map(vec![
-                ("serverAddress", s(o.prometheus_url.clone())),
-                ("query", Y::Block(guardrail_query(o))),
-                ("threshold", s(fmt_num(guard))),
-                ("ignoreNullValues", s("false")),
-            ]),
-        ),
-    ])
-    .comment(
-        "type",
+        )
+        .comment("metadata.ignoreNullValues", NULL_IS_AN_ERROR)
+        .comment(
+            "type",
+            "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
+        );
+    let guardrail = guardrail_trigger(
+        o,
+        guard,
         format!(
             "Guardrail: p95 time requests wait in vLLM's queue, {} s at most.\nDesign: metricType Value, not AverageValue. With AverageValue the HPA would divide the\np95 by the replica count (p95 is not additive), so this trigger could never ask for more\nthan ceil(p95 / threshold) pods. With Value the HPA proposes ceil(ready pods x p95 /\nthreshold): above the threshold it grows the deployment in proportion to how far the\nlatency is over, below it it proposes fewer pods and the queue trigger (the HPA takes the\nlargest proposal) decides. Queue time rather than end-to-end latency: it grows with\nwaiting only, not with how long the answers are, so it reacts to missing capacity. The\nend-to-end p95 SLO ({} s) is watched by the HighLatency alert. The query returns 0 when\nno request finished in the window (histogram_quantile alone would return NaN, which\n`or vector(0)` does not replace).",
             fmt_num(guard),
@@ -388,11 +430,22 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> String {
     wrap(
         t,
         o,
-        vec![queue_trigger, guard_trigger],
+        vec![queue, guardrail],
         behavior(t, o, false),
         "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
         15,
     )
+}
+
+/// The ScaledObject `o` asks for: its policy's, or the seeds' shape without one, with
+/// Prometheus triggers or `inferscale scaler`'s.
+pub fn for_options(t: &Thresholds, o: &Options) -> Explained<ScaledObject> {
+    match (o.scaler, &o.policy) {
+        (crate::ScalerKind::Prometheus, Some(p)) => policy_scaled_object(t, o, p),
+        (crate::ScalerKind::Prometheus, None) => scaled_object(t, o),
+        (crate::ScalerKind::External, Some(p)) => policy_external_scaled_object(t, o, p),
+        (crate::ScalerKind::External, None) => external_scaled_object(t, o),
+    }
 }
 
 /// The external scaler's address as KEDA dials it (`inferscale scaler`'s gRPC port).
@@ -408,39 +461,39 @@ pub fn scaler_address(o: &Options) -> String {
 /// `scaledobject.yaml` for `--scaler external`: one `external` trigger on `inferscale
 /// scaler`, which reads the pods directly and answers the replica count the queue target and
 /// the queue-time guardrail together ask for.
-pub fn external_scaled_object(t: &Thresholds, o: &Options) -> String {
+pub fn external_scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledObject> {
     let q = t.scale_out.queue_depth_per_pod;
     let guard = t.scale_out.p95_queue_time_seconds;
-    let trigger = map(vec![
-        ("type", s("external")),
-        ("name", s("desired-replicas")),
-        ("metricType", s("AverageValue")),
-        (
-            "metadata",
-            map(vec![
-                ("scalerAddress", s(scaler_address(o))),
-                ("service", s(o.service.clone())),
-                ("port", s(o.service_port.0.clone())),
-                ("metric", s("desired_replicas")),
-                ("target", s(q.to_string())),
-                ("latencyMetric", s("queue_time_p95")),
-                ("latencyTarget", s(format!("{}s", fmt_num(guard)))),
-                ("window", s("2m")),
-            ])
-            .comment(
-                "service",
-                "The pods: the Service's ready endpoints, from its EndpointSlices (the scaler's Role\nmay list and watch those, nothing else).",
-            )
-            .comment(
-                "target",
-                format!(
-                    "{q} waiting requests per pod: the scaler answers max(ceil(queue / {q}), and, when the p95\nqueue time over the window is above {} s, ceil(pods x p95 / {})). The HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
-                    fmt_num(guard),
-                    fmt_num(guard)
-                ),
-            ),
+    let mut e = Explained::new(
+        "",
+        trigger(
+            "external",
+            "desired-replicas",
+            "AverageValue",
+            metadata(vec![
+                ("scalerAddress", scaler_address(o)),
+                ("service", o.service.clone()),
+                ("port", o.service_port.0.clone()),
+                ("metric", "desired_replicas".to_owned()),
+                ("target", q.to_string()),
+                ("latencyMetric", "queue_time_p95".to_owned()),
+                ("latencyTarget", format!("{}s", fmt_num(guard))),
+                ("window", "2m".to_owned()),
+            ]),
         ),
-    ])
+    );
+    e.comment(
+        "metadata.service",
+        "The pods: the Service's ready endpoints, from its EndpointSlices (the scaler's Role\nmay list and watch those, nothing else).",
+    )
+    .comment(
+        "metadata.target",
+        format!(
+            "{q} waiting requests per pod: the scaler answers max(ceil(queue / {q}), and, when the p95\nqueue time over the window is above {} s, ceil(pods x p95 / {})). The HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+            fmt_num(guard),
+            fmt_num(guard)
+        ),
+    )
     .comment(
         "type",
         "One trigger on inferscale scaler: queue depth and the queue-time guardrail read from the\npods' own /metrics at each poll, seconds fresher than a Prometheus scrape, combined\ninto the replica count. No pods, or none answering: an error, and the fallback acts.",
@@ -448,7 +501,7 @@ pub fn external_scaled_object(t: &Thresholds, o: &Options) -> String {
     wrap(
         t,
         o,
-        vec![trigger],
+        vec![e],
         behavior(t, o, true),
         "KEDA ScaledObject for the vLLM deployment, through inferscale scaler (external trigger).",
         15,
@@ -458,85 +511,57 @@ pub fn external_scaled_object(t: &Thresholds, o: &Options) -> String {
 /// The HPA behaviour: scale out on a held proposal, fast; scale in slowly, after a cold
 /// start. With `exact`, the scale-up tolerance is 0 (a desired-replica metric at AverageValue
 /// 1 must move the HPA by one replica, not only past 10 %).
-fn behavior(t: &Thresholds, o: &Options, exact: bool) -> Y {
+fn behavior(t: &Thresholds, o: &Options, exact: bool) -> Explained<Behavior> {
     let down_window = scale_down_window_s(t, o);
     let up_window = t.scale_out.for_seconds.min(3600);
-    let b = map(vec![
-        (
-            "scaleUp",
-            map(vec![
-                ("stabilizationWindowSeconds", i(i64::from(up_window))),
-                (
-                    "policies",
-                    Y::Seq(vec![
-                        map(vec![("type", s("Pods")), ("value", i(2)), ("periodSeconds", i(60))]),
-                        map(vec![
-                            ("type", s("Percent")),
-                            ("value", i(100)),
-                            ("periodSeconds", i(60)),
-                        ]),
-                    ]),
-                ),
-                ("selectPolicy", s("Max")),
-            ])
-            .comment(
-                "stabilizationWindowSeconds",
-                format!(
-                    "Scale out only on a proposal that held for {up_window} s (the HPA takes the lowest\nproposal of the window): the measured queue climbs from the threshold to the guardrail's\nlevel in about that time at the first saturated rate. Then add up to 2 pods or double,\nwhichever is more, per minute."
-                ),
-            ),
+    let up = Step {
+        pods: 2,
+        percent: 100,
+        period_s: 60,
+        window_s: up_window,
+    };
+    let down = Step {
+        pods: 1,
+        percent: 0,
+        period_s: 120,
+        window_s: down_window,
+    };
+    let mut e = Explained::new(
+        "",
+        Behavior {
+            scale_up: Some(rules(up_window, limits(&up), "Max", exact)),
+            scale_down: Some(rules(down_window, limits(&down), "Min", false)),
+            extra: Extra::new(),
+        },
+    );
+    e.comment(
+        "scaleUp.stabilizationWindowSeconds",
+        format!(
+            "Scale out only on a proposal that held for {up_window} s (the HPA takes the lowest\nproposal of the window): the measured queue climbs from the threshold to the guardrail's\nlevel in about that time at the first saturated rate. Then add up to 2 pods or double,\nwhichever is more, per minute."
         ),
-        (
-            "scaleDown",
-            map(vec![
-                ("stabilizationWindowSeconds", i(i64::from(down_window))),
-                (
-                    "policies",
-                    Y::Seq(vec![map(vec![
-                        ("type", s("Pods")),
-                        ("value", i(1)),
-                        ("periodSeconds", i(120)),
-                    ])]),
-                ),
-                ("selectPolicy", s("Min")),
-            ])
-            .comment(
-                "stabilizationWindowSeconds",
-                format!(
-                    "Scale in on the highest proposal of the last {down_window} s (the scale-in condition's\n{} s, and at least a replica's cold start of {} s, so a pod is not removed while its\nreplacement would still be loading), one pod every two minutes.",
-                    t.scale_in.for_seconds, o.cold_start_s
-                ),
-            ),
+    )
+    .comment(
+        "scaleDown.stabilizationWindowSeconds",
+        format!(
+            "Scale in on the highest proposal of the last {down_window} s (the scale-in condition's\n{} s, and at least a replica's cold start of {} s, so a pod is not removed while its\nreplacement would still be loading), one pod every two minutes.",
+            t.scale_in.for_seconds, o.cold_start_s
         ),
-    ]);
-    if !exact {
-        return b;
+    );
+    if exact {
+        e.comment("scaleUp.tolerance", TOLERANCE);
     }
-    let Y::Map(mut entries) = b else { return b };
-    if let Some(e) = entries.iter_mut().find(|e| e.key == "scaleUp")
-        && let Y::Map(up) = &mut e.value
-    {
-        up.insert(
-            0,
-            crate::yaml::Entry {
-                key: "tolerance".into(),
-                value: s("0"),
-                comment: Some("desired_replicas is already a replica count: any difference from the current\ncount is a step to take (needs the HPAConfigurableTolerance gate, beta and on by\ndefault from Kubernetes 1.35; without it the cluster's 10 % applies).".into()),
-            },
-        );
-    }
-    Y::Map(entries)
+    e
 }
 
 /// A ScaledObject around `triggers`: target, bounds, fallback, behaviour.
 fn wrap(
     t: &Thresholds,
     o: &Options,
-    triggers: Vec<Y>,
-    behavior: Y,
+    triggers: Vec<Explained<Trigger>>,
+    behavior: Explained<Behavior>,
     what: &str,
     polling_s: u32,
-) -> String {
+) -> Explained<ScaledObject> {
     let failures = match o.scaler {
         crate::ScalerKind::Prometheus => "Prometheus down, series missing",
         crate::ScalerKind::External => "the scaler down, no pod answering",
@@ -546,69 +571,75 @@ fn wrap(
         .as_ref()
         .map_or(o.min_replicas, |p| p.replicas)
         .clamp(o.min_replicas, o.max_replicas);
-    let spec = map(vec![
-        (
-            "scaleTargetRef",
-            map(vec![
-                ("apiVersion", s("apps/v1")),
-                ("kind", s("Deployment")),
-                ("name", s(o.deployment.clone())),
-            ]),
-        ),
-        ("pollingInterval", i(i64::from(polling_s))),
-        ("cooldownPeriod", i(300)),
-        ("minReplicaCount", i(i64::from(o.min_replicas))),
-        ("maxReplicaCount", i(i64::from(o.max_replicas))),
-        (
-            "fallback",
-            map(vec![
-                ("failureThreshold", i(3)),
-                ("replicas", i(i64::from(fallback_replicas))),
-                ("behavior", s("currentReplicasIfHigher")),
-            ]),
-        ),
-        (
-            "advanced",
-            map(vec![(
-                "horizontalPodAutoscalerConfig",
-                map(vec![
-                    ("name", s(format!("keda-hpa-{}", o.deployment))),
-                    ("behavior", behavior),
-                ]),
-            )]),
-        ),
-        ("triggers", Y::Seq(triggers)),
-    ])
-    .comment(
-        "pollingInterval",
+    let mut e = Explained::new(
+        crate::header(t, what),
+        ScaledObject {
+            api_version: "keda.sh/v1alpha1".to_owned(),
+            kind: "ScaledObject".to_owned(),
+            metadata: ObjectMeta {
+                name: o.deployment.clone(),
+                namespace: Some(o.namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "inferscale".to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: ScaledObjectSpec {
+                scale_target_ref: ScaleTargetRef {
+                    api_version: Some("apps/v1".to_owned()),
+                    kind: Some("Deployment".to_owned()),
+                    name: o.deployment.clone(),
+                    extra: Extra::new(),
+                },
+                polling_interval: Some(i64::from(polling_s)),
+                cooldown_period: Some(300),
+                initial_cooldown_period: None,
+                idle_replica_count: None,
+                min_replica_count: Some(i64::from(o.min_replicas)),
+                max_replica_count: Some(i64::from(o.max_replicas)),
+                fallback: Some(Fallback {
+                    failure_threshold: 3,
+                    replicas: i64::from(fallback_replicas),
+                    behavior: Some("currentReplicasIfHigher".to_owned()),
+                    extra: Extra::new(),
+                }),
+                advanced: None,
+                triggers: Vec::new(),
+                extra: Extra::new(),
+            },
+        },
+    );
+    let behavior = e.adopt(
+        "spec.advanced.horizontalPodAutoscalerConfig.behavior",
+        behavior,
+    );
+    e.object.spec.advanced = Some(Advanced {
+        horizontal_pod_autoscaler_config: Some(HpaConfig {
+            name: Some(format!("keda-hpa-{}", o.deployment)),
+            behavior: Some(behavior),
+            extra: Extra::new(),
+        }),
+        ..Advanced::default()
+    });
+    for (k, tr) in triggers.into_iter().enumerate() {
+        let tr = e.adopt(&format!("spec.triggers[{k}]"), tr);
+        e.object.spec.triggers.push(tr);
+    }
+    e.comment(
+        "spec.pollingInterval",
         "KEDA's own loop (activation); the HPA queries every 15 s regardless.",
     )
     .comment(
-        "minReplicaCount",
+        "spec.minReplicaCount",
         "At least one replica: a model takes minutes to load, and vLLM's own queue cannot wake a\ndeployment at zero.",
     )
     .comment(
-        "fallback",
+        "spec.fallback",
         format!(
             "After 3 failed queries ({failures}) hold at least {fallback_replicas} replica{} and\nnever fewer than are running: missing metrics must not scale in.",
             if fallback_replicas == 1 { "" } else { "s" }
         ),
     );
-    let y = map(vec![
-        ("apiVersion", s("keda.sh/v1alpha1")),
-        ("kind", s("ScaledObject")),
-        (
-            "metadata",
-            map(vec![
-                ("name", s(o.deployment.clone())),
-                ("namespace", s(o.namespace.clone())),
-                (
-                    "labels",
-                    map(vec![("app.kubernetes.io/managed-by", s("inferscale"))]),
-                ),
-            ]),
-        ),
-        ("spec", spec),
-    ]);
-    document(&crate::header(t, what), &y)
+    e
 }

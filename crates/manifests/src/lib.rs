@@ -258,6 +258,14 @@ pub enum GenerateError {
         /// Each problem, with its field path.
         problems: Vec<validate::Finding>,
     },
+    /// A generated object could not be written (a generator bug).
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: yaml::ExplainError,
+    },
 }
 
 /// The header every generated file starts with.
@@ -583,6 +591,14 @@ fn check_queries(path: &str, doc: &serde_json::Value) -> Result<(), GenerateErro
     Ok(())
 }
 
+/// A typed object's text, or which file could not be written.
+fn written(path: &str, text: Result<String, yaml::ExplainError>) -> Result<String, GenerateError> {
+    text.map_err(|source| GenerateError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 /// Every file, in the order the README lists them. Each Kubernetes object is validated (CRD
 /// schemas, KEDA/HPA rules); a generator bug is an error here, not a surprise at apply time.
 pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError> {
@@ -598,24 +614,15 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     let mut files = vec![
         File {
             path: "scaledobject.yaml".into(),
-            contents: match o.scaler {
-                ScalerKind::Prometheus => match &o.policy {
-                    Some(p) => keda::policy_scaled_object(t, o, p),
-                    None => keda::scaled_object(t, o),
-                },
-                ScalerKind::External => match &o.policy {
-                    Some(p) => keda::policy_external_scaled_object(t, o, p),
-                    None => keda::external_scaled_object(t, o),
-                },
-            },
+            contents: written("scaledobject.yaml", keda::for_options(t, o).to_yaml())?,
         },
         File {
             path: "prometheusrule.yaml".into(),
-            contents: rules.prometheus_rule(),
+            contents: written("prometheusrule.yaml", rules.prometheus_rule().to_yaml())?,
         },
         File {
             path: "prometheus-rules.yaml".into(),
-            contents: rules.rule_file(),
+            contents: written("prometheus-rules.yaml", rules.rule_file().to_yaml())?,
         },
         File {
             path: "prometheusrule.test.yaml".into(),

@@ -8,7 +8,10 @@ use inferscale_catalog::Signal;
 
 use crate::Options;
 use crate::promql::{self, Sel};
-use crate::yaml::{Y, document, map, s};
+use std::collections::BTreeMap;
+
+use crate::objects::{Extra, ObjectMeta, PrometheusRule, Rule, RuleFile, RuleGroup};
+use crate::yaml::{Explained, Y, document, map, s};
 
 /// One alert.
 #[derive(Debug, Clone)]
@@ -389,94 +392,109 @@ impl Rules {
         }
     }
 
-    fn group(&self) -> Y {
-        let rules: Vec<Y> = self
+    /// The alert group, each rule with where its threshold comes from above it.
+    fn group(&self) -> Explained<RuleGroup> {
+        let rules = self
             .alerts
             .iter()
             .map(|a| {
-                let mut ann = vec![
-                    ("summary", s(a.summary.clone())),
-                    ("description", s(a.description.clone())),
-                    ("runbook", s(a.runbook.clone())),
-                ];
+                let mut annotations = BTreeMap::from([
+                    ("summary".to_owned(), a.summary.clone()),
+                    ("description".to_owned(), a.description.clone()),
+                    ("runbook".to_owned(), a.runbook.clone()),
+                ]);
                 if let Some(u) = &self.runbook_url {
-                    ann.push((
-                        "runbook_url",
-                        s(format!(
-                            "{}#{}",
-                            u.trim_end_matches('/'),
-                            a.name.to_lowercase()
-                        )),
-                    ));
+                    annotations.insert(
+                        "runbook_url".to_owned(),
+                        format!("{}#{}", u.trim_end_matches('/'), a.name.to_lowercase()),
+                    );
                 }
-                map(vec![
-                    ("alert", s(a.name)),
-                    (
-                        "expr",
-                        if a.expr.contains('\n') {
-                            Y::Block(a.expr.clone())
-                        } else {
-                            s(a.expr.clone())
-                        },
-                    ),
-                    ("for", s(a.for_)),
-                    ("labels", map(vec![("severity", s(a.severity))])),
-                    ("annotations", map(ann)),
-                ])
-                .comment("alert", format!("Threshold: {}.", a.source))
+                Rule {
+                    record: None,
+                    alert: Some(a.name.to_owned()),
+                    expr: a.expr.clone(),
+                    for_: Some(a.for_.to_owned()),
+                    keep_firing_for: None,
+                    labels: Some(BTreeMap::from([(
+                        "severity".to_owned(),
+                        a.severity.to_owned(),
+                    )])),
+                    annotations: Some(annotations),
+                    extra: Extra::new(),
+                }
             })
             .collect();
-        map(vec![
-            ("name", s(self.name.clone())),
-            ("rules", Y::Seq(rules)),
-        ])
+        let mut e = Explained::new(
+            "",
+            RuleGroup {
+                name: self.name.clone(),
+                interval: None,
+                rules,
+                extra: Extra::new(),
+            },
+        );
+        for (k, a) in self.alerts.iter().enumerate() {
+            e.comment(
+                format!("rules[{k}].alert"),
+                format!("Threshold: {}.", a.source),
+            );
+        }
+        e
     }
 
     /// `prometheusrule.yaml`: the PrometheusRule object.
-    pub fn prometheus_rule(&self) -> String {
-        let y = map(vec![
-            ("apiVersion", s("monitoring.coreos.com/v1")),
-            ("kind", s("PrometheusRule")),
-            (
-                "metadata",
-                map(vec![
-                    ("name", s(self.name.clone())),
-                    ("namespace", s(self.namespace.clone())),
-                    (
-                        "labels",
-                        map(vec![
-                            ("release", s(self.release.clone())),
-                            ("app.kubernetes.io/managed-by", s("inferscale")),
-                        ]),
-                    ),
-                ]),
-            ),
-            ("spec", map(vec![("groups", Y::Seq(vec![self.group()]))])),
-        ])
-        .comment(
-            "metadata",
-            "The release label is what kube-prometheus-stack's Prometheus selects rules by.",
-        );
-        document(
-            &format!(
+    pub fn prometheus_rule(&self) -> Explained<PrometheusRule> {
+        let mut e = Explained::new(
+            format!(
                 "PrometheusRule: the seeds' five alerts and four more.{}",
                 self.header
             ),
-            &y,
-        )
+            PrometheusRule {
+                api_version: "monitoring.coreos.com/v1".to_owned(),
+                kind: "PrometheusRule".to_owned(),
+                metadata: ObjectMeta {
+                    name: self.name.clone(),
+                    namespace: Some(self.namespace.clone()),
+                    labels: Some(BTreeMap::from([
+                        ("release".to_owned(), self.release.clone()),
+                        (
+                            "app.kubernetes.io/managed-by".to_owned(),
+                            "inferscale".to_owned(),
+                        ),
+                    ])),
+                    ..ObjectMeta::default()
+                },
+                spec: RuleFile {
+                    groups: Vec::new(),
+                    extra: Extra::new(),
+                },
+            },
+        );
+        let group = e.adopt("spec.groups[0]", self.group());
+        e.object.spec.groups.push(group);
+        e.comment(
+            "metadata",
+            "The release label is what kube-prometheus-stack's Prometheus selects rules by.",
+        );
+        e
     }
 
     /// `prometheus-rules.yaml`: the same group as a plain rule file (for `promtool` and for a
     /// Prometheus without the operator).
-    pub fn rule_file(&self) -> String {
-        let y = map(vec![("groups", Y::Seq(vec![self.group()]))]);
-        document(
-            &format!(
+    pub fn rule_file(&self) -> Explained<RuleFile> {
+        let mut e = Explained::new(
+            format!(
                 "The alert rules as a plain Prometheus rule file (promtool check rules prometheus-rules.yaml).{}",
                 self.header
             ),
-            &y,
-        )
+            RuleFile {
+                groups: Vec::new(),
+                extra: Extra::new(),
+            },
+        );
+        let group = e.adopt("groups[0]", self.group());
+        e.object.groups.push(group);
+        e
     }
 
     /// `prometheusrule.test.yaml`: for each alert a group that makes it fire and one that must

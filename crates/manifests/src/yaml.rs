@@ -330,6 +330,141 @@ fn write_seq(out: &mut String, items: &[Y], indent: usize) {
     }
 }
 
+/// One step of a field path: a mapping's key or a sequence's index.
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// `spec.triggers[0].metadata.threshold` as steps; `None` when it is not a path.
+fn steps(path: &str) -> Option<Vec<Step<'_>>> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, mut rest) = part.split_at(part.find('[').unwrap_or(part.len()));
+        if key.is_empty() {
+            return None;
+        }
+        out.push(Step::Key(key));
+        while let Some(r) = rest.strip_prefix('[') {
+            let (n, after) = r.split_once(']')?;
+            out.push(Step::Index(n.parse().ok()?));
+            rest = after;
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+impl Y {
+    /// The entry a field path ends on (`spec.triggers[0].type`), when the value has it.
+    fn entry_at(&mut self, path: &str) -> Option<&mut Entry> {
+        let steps = steps(path)?;
+        let (Step::Key(last), parents) = steps.split_last()? else {
+            return None;
+        };
+        let mut at = self;
+        for step in parents {
+            at = match (step, at) {
+                (Step::Key(k), Y::Map(m)) => &mut m.iter_mut().find(|e| e.key == *k)?.value,
+                (Step::Index(n), Y::Seq(items)) => items.get_mut(*n)?,
+                _ => return None,
+            };
+        }
+        match at {
+            Y::Map(m) => m.iter_mut().find(|e| e.key == *last),
+            _ => None,
+        }
+    }
+}
+
+/// A typed object with what its file says about it: a comment above fields, named by their
+/// path (`spec.triggers[0].metadata.threshold`), and the strings written as literal blocks
+/// (PromQL reads better unquoted). The object is what the rehearsal, validation and the
+/// writer take; [`Explained::to_yaml`] writes it once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explained<T> {
+    /// The object.
+    pub object: T,
+    header: String,
+    comments: Vec<(String, String)>,
+    blocks: Vec<String>,
+}
+
+/// Why an [`Explained`] object could not be written: a generator bug, never a user's.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// A comment or a block style names a field the object does not have.
+    #[error("the generator explains `{0}`, a field the object does not have")]
+    Unplaced(String),
+    /// The object has no JSON form (a map with keys that are not strings).
+    #[error("the object cannot be serialised")]
+    Serialise(#[source] serde_json::Error),
+}
+
+impl<T> Explained<T> {
+    /// `object`, written under `header`.
+    pub fn new(header: impl Into<String>, object: T) -> Explained<T> {
+        Explained {
+            object,
+            header: header.into(),
+            comments: Vec::new(),
+            blocks: Vec::new(),
+        }
+    }
+
+    /// A comment above the field at `path`.
+    pub fn comment(&mut self, path: impl Into<String>, text: impl Into<String>) -> &mut Self {
+        self.comments.push((path.into(), text.into()));
+        self
+    }
+
+    /// The string at `path` is written as a literal block.
+    pub fn block(&mut self, path: impl Into<String>) -> &mut Self {
+        self.blocks.push(path.into());
+        self
+    }
+
+    /// Takes a part built on its own (a trigger, a behaviour), placing its comments and
+    /// blocks under `at` (the path the caller puts the part's object at), and returns the
+    /// part's object.
+    pub fn adopt<U>(&mut self, at: &str, part: Explained<U>) -> U {
+        for (path, text) in part.comments {
+            self.comments.push((format!("{at}.{path}"), text));
+        }
+        for path in part.blocks {
+            self.blocks.push(format!("{at}.{path}"));
+        }
+        part.object
+    }
+}
+
+impl<T: serde::Serialize> Explained<T> {
+    /// The YAML document: the header, then the object in its type's field order (unknown
+    /// fields after), with the comments placed.
+    pub fn to_yaml(&self) -> Result<String, ExplainError> {
+        let json = serde_json::to_value(&self.object).map_err(ExplainError::Serialise)?;
+        let mut y = Y::from_json(&json);
+        for path in &self.blocks {
+            let e = y
+                .entry_at(path)
+                .ok_or_else(|| ExplainError::Unplaced(path.clone()))?;
+            match &e.value {
+                Y::Str(v) | Y::Block(v) => e.value = Y::Block(v.clone()),
+                _ => return Err(ExplainError::Unplaced(path.clone())),
+            }
+        }
+        for (path, text) in &self.comments {
+            let e = y
+                .entry_at(path)
+                .ok_or_else(|| ExplainError::Unplaced(path.clone()))?;
+            e.comment = Some(text.clone());
+        }
+        Ok(document(&self.header, &y))
+    }
+}
+
 /// A document: an optional header comment, then the value.
 pub fn document(header: &str, y: &Y) -> String {
     let mut out = String::new();
@@ -399,6 +534,59 @@ mod tests {
         assert_eq!(v["nested"]["deep"]["x"], true);
         assert!(text.contains("# the query\n"));
         assert!(text.starts_with("# header\n"));
+    }
+
+    #[test]
+    fn an_explained_object_places_its_comments_by_path() {
+        #[derive(Clone, serde::Serialize)]
+        struct Part {
+            kind: &'static str,
+            query: &'static str,
+        }
+        #[derive(Clone, serde::Serialize)]
+        struct Whole {
+            name: &'static str,
+            parts: Vec<Part>,
+        }
+        let mut part = Explained::new(
+            "",
+            Part {
+                kind: "prometheus",
+                query: "sum(x{a=\"b\"})",
+            },
+        );
+        part.comment("kind", "the part").block("query");
+        let mut whole = Explained::new(
+            "head",
+            Whole {
+                name: "w",
+                parts: Vec::new(),
+            },
+        );
+        whole.comment("name", "the name");
+        let p = whole.adopt("parts[0]", part);
+        whole.object.parts.push(p);
+        let text = whole.to_yaml().unwrap();
+        assert_eq!(
+            text,
+            "# head\n# the name\nname: w\nparts:\n-\n  # the part\n  kind: prometheus\n  query: |-\n    sum(x{a=\"b\"})\n"
+        );
+        assert_eq!(parse(&text)["parts"][0]["query"], "sum(x{a=\"b\"})");
+        for wrong in [
+            "parts[1].kind",
+            "parts.kind",
+            "nothing",
+            "name[0]",
+            "parts[0].",
+            "",
+        ] {
+            let mut w = whole.clone();
+            w.comment(wrong, "x");
+            assert!(
+                matches!(w.to_yaml(), Err(ExplainError::Unplaced(p)) if p == wrong),
+                "{wrong}"
+            );
+        }
     }
 
     #[test]

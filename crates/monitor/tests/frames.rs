@@ -93,7 +93,9 @@ impl Rig {
         let cfg = profile("aws-eks-ministral-8b-l40s").unwrap();
         let options = inferscale_manifests::Options::example();
         let rules = inferscale_manifests::rules::Rules::new(&thresholds(), &options);
-        let rules = read_rules(&rules.rule_file()).unwrap().rules;
+        let rules = read_rules(&rules.rule_file().to_yaml().unwrap())
+            .unwrap()
+            .rules;
         let mut targets = Vec::new();
         for i in 0..n {
             targets.push(PodTarget {

@@ -233,7 +233,9 @@ fn queries() -> Vec<(String, String)> {
                 &thresholds,
                 &o,
                 o.policy.as_ref().unwrap(),
-            ),
+            )
+            .to_yaml()
+            .unwrap(),
         ));
     }
     for (name, path) in [

@@ -363,16 +363,7 @@ pub(crate) fn standard(
     if o.policy.is_some() {
         let mut seeds = o.clone();
         seeds.policy = None;
-        let text = match seeds.scaler {
-            inferscale_manifests::ScalerKind::Prometheus => {
-                inferscale_manifests::keda::scaled_object(t, &seeds)
-            }
-            inferscale_manifests::ScalerKind::External => {
-                inferscale_manifests::keda::external_scaled_object(t, &seeds)
-            }
-        };
-        let so: ScaledObject =
-            objects::load(&text).map_err(|e| anyhow!("the seeds' ScaledObject: {e}"))?;
+        let so = inferscale_manifests::keda::for_options(t, &seeds).object;
         let k = KedaSpec::from_object(&so).map_err(|e| anyhow!("the seeds' ScaledObject: {e}"))?;
         objects.push(("the seeds' shape (queue depth)".to_owned(), k, seeds));
     }
