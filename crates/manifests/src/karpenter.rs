@@ -13,7 +13,14 @@ use inferscale_analysis::Thresholds;
 use inferscale_catalog::units::format_duration;
 
 use crate::keda::scale_down_window_s;
-use crate::yaml::{Y, document, i, map, s};
+use std::collections::BTreeMap;
+
+use crate::objects::{
+    BlockDeviceMapping, Budget, Disruption, EC2NodeClass, EC2NodeClassSpec, Ebs, Extra,
+    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassRef, NodePool, NodePoolSpec, ObjectMeta,
+    Quantity, Requirement, SelectorTerm, Taint, TemplateMeta,
+};
+use crate::yaml::{ExplainError, Explained};
 use crate::{GenerateError, Options};
 
 /// The taint on the pool's nodes and the toleration key of the pods allowed on them: the
@@ -163,39 +170,36 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
 }
 
 /// One `requirements` entry with operator `In`.
-fn requirement_in(key: &str, values: Vec<Y>) -> Y {
-    map(vec![
-        ("key", s(key)),
-        ("operator", s("In")),
-        ("values", Y::Seq(values)),
-    ])
+fn requirement_in(key: &str, values: Vec<String>) -> Requirement {
+    Requirement {
+        key: key.to_owned(),
+        operator: "In".to_owned(),
+        values,
+        min_values: None,
+        extra: Extra::new(),
+    }
 }
 
-fn requirements(o: &Options) -> Y {
+/// The instance requirements, each with why (a comment on its values, by index).
+fn requirements(o: &Options) -> Vec<(Requirement, String)> {
     let n = &o.nodes;
-    Y::Seq(vec![
-        requirement_in(
-            "karpenter.k8s.aws/instance-category",
-            vec![s("g"), s("p")],
-        )
-        .comment(
-            "values",
-            "EC2's NVIDIA GPU instance categories; the GPU name below narrows them to the families\nthat carry it, without naming a family (a new one with the same GPU stays allowed).",
+    vec![
+        (
+            requirement_in(
+                "karpenter.k8s.aws/instance-category",
+                vec!["g".into(), "p".into()],
+            ),
+            "EC2's NVIDIA GPU instance categories; the GPU name below narrows them to the families\nthat carry it, without naming a family (a new one with the same GPU stays allowed).".into(),
         ),
-        requirement_in(
-            "karpenter.k8s.aws/instance-gpu-name",
-            vec![s(n.gpu_name.clone())],
-        )
-        .comment(
-            "values",
-            "The thresholds hold for the GPU they were measured on: this must be that GPU.",
+        (
+            requirement_in("karpenter.k8s.aws/instance-gpu-name", vec![n.gpu_name.clone()]),
+            "The thresholds hold for the GPU they were measured on: this must be that GPU.".into(),
         ),
-        requirement_in(
-            "karpenter.k8s.aws/instance-gpu-count",
-            vec![s(n.gpus_per_node.to_string())],
-        )
-        .comment(
-            "values",
+        (
+            requirement_in(
+                "karpenter.k8s.aws/instance-gpu-count",
+                vec![n.gpus_per_node.to_string()],
+            ),
             format!(
                 "{} GPU{} per node, {} per replica: {} replica{} per node.",
                 n.gpus_per_node,
@@ -205,99 +209,139 @@ fn requirements(o: &Options) -> Y {
                 if replicas_per_node(o) == 1 { "" } else { "s" }
             ),
         ),
-        requirement_in(
-            "karpenter.sh/capacity-type",
-            n.capacity_types.iter().map(|c| s(c.clone())).collect(),
-        )
-        .comment(
-            "values",
-            "Spot GPUs can be reclaimed with two minutes' notice, less than a replica's cold start:\nadd spot only if the remaining replicas can carry the load meanwhile.",
+        (
+            requirement_in("karpenter.sh/capacity-type", n.capacity_types.clone()),
+            "Spot GPUs can be reclaimed with two minutes' notice, less than a replica's cold start:\nadd spot only if the remaining replicas can carry the load meanwhile.".into(),
         ),
-        requirement_in("kubernetes.io/arch", vec![s("amd64")])
-            .comment("values", "The seeds' vLLM image is amd64, as the seeds' NodePool requires."),
-    ])
+        (
+            requirement_in("kubernetes.io/arch", vec!["amd64".into()]),
+            "The seeds' vLLM image is amd64, as the seeds' NodePool requires.".into(),
+        ),
+    ]
 }
 
-fn node_pool(t: &Thresholds, o: &Options) -> Y {
+fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    )
+}
+
+/// A cluster-scoped object's metadata (no namespace).
+fn metadata(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: name.to_owned(),
+        labels: labels(&[("app.kubernetes.io/managed-by", "inferscale")]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The NodePool, with why each setting is what it is.
+pub fn node_pool(t: &Thresholds, o: &Options) -> Explained<NodePool> {
     let pool = pool_name(o);
     let window = scale_down_window_s(t, o);
     let after = consolidate_after_s(t, o);
-    let template = map(vec![
-        (
-            "metadata",
-            map(vec![("labels", map(vec![("amiFamily", s("al2023"))]))]),
-        ),
-        (
-            "spec",
-            map(vec![
-                (
-                    "nodeClassRef",
-                    map(vec![
-                        ("group", s("karpenter.k8s.aws")),
-                        ("kind", s("EC2NodeClass")),
-                        ("name", s(pool.clone())),
-                    ]),
-                ),
-                (
-                    "taints",
-                    Y::Seq(vec![map(vec![
-                        ("key", s(GPU_TAINT)),
-                        ("effect", s("NoSchedule")),
-                    ])]),
-                ),
-                ("requirements", requirements(o)),
-                ("expireAfter", s("720h")),
-            ])
-            .comment(
-                "taints",
-                format!(
-                    "Only pods that tolerate {GPU_TAINT} land on these nodes: the vLLM pods (vllm-deployment-patch.yaml\nadds the toleration) and the GPU DaemonSets (the NVIDIA device plugin, the DCGM exporter).\nAnything else would hold a GPU node up, and an empty node is what consolidation removes."
-                ),
-            )
-            .comment(
-                "expireAfter",
-                "Karpenter's default, written out: nodes are removed after 30 days. Expiry is forceful\n(karpenter.sh/do-not-disrupt does not hold it off, nor do the budgets below), so the replica\non an expiring node is evicted, drained by its preStop hook, and its replacement pays a cold\nstart on a new node. Never keeps nodes until you replace them.",
+    let limit = gpu_limit(o);
+    let (requirements, why): (Vec<_>, Vec<_>) = requirements(o).into_iter().unzip();
+    let object = NodePool {
+        api_version: "karpenter.sh/v1".to_owned(),
+        kind: "NodePool".to_owned(),
+        metadata: metadata(&pool),
+        spec: NodePoolSpec {
+            template: NodeClaimTemplate {
+                metadata: Some(TemplateMeta {
+                    labels: labels(&[("amiFamily", "al2023")]),
+                    annotations: None,
+                    extra: Extra::new(),
+                }),
+                spec: NodeClaimTemplateSpec {
+                    node_class_ref: NodeClassRef {
+                        group: "karpenter.k8s.aws".to_owned(),
+                        kind: "EC2NodeClass".to_owned(),
+                        name: pool.clone(),
+                        extra: Extra::new(),
+                    },
+                    requirements,
+                    taints: vec![Taint {
+                        key: GPU_TAINT.to_owned(),
+                        value: None,
+                        effect: "NoSchedule".to_owned(),
+                        extra: Extra::new(),
+                    }],
+                    startup_taints: Vec::new(),
+                    expire_after: Some("720h".to_owned()),
+                    termination_grace_period: None,
+                    extra: Extra::new(),
+                },
+                extra: Extra::new(),
+            },
+            disruption: Some(Disruption {
+                consolidation_policy: Some("WhenEmpty".to_owned()),
+                consolidate_after: Some(karpenter_duration(after)),
+                budgets: Some(vec![Budget {
+                    nodes: "1".to_owned(),
+                    reasons: None,
+                    schedule: None,
+                    duration: None,
+                    extra: Extra::new(),
+                }]),
+                extra: Extra::new(),
+            }),
+            limits: Some(BTreeMap::from([(
+                GPU_TAINT.to_owned(),
+                Quantity::Number(limit.into()),
+            )])),
+            weight: None,
+            extra: Extra::new(),
+        },
+    };
+    let header = format!(
+        "{}\n\nApply once per cluster, after filling in the EC2NodeClass's placeholders (the second\ndocument):\n\nenvsubst < karpenter-nodepool.yaml | kubectl apply -f -",
+        crate::header(
+            t,
+            &format!(
+                "Karpenter NodePool for the vLLM replicas: {} GPU nodes, removed only when empty.",
+                o.nodes.gpu_name
             ),
-        ),
-    ])
-    .comment(
-        "metadata",
-        "The seeds' NVIDIA device plugin chart runs on nodes labelled amiFamily: al2023 (its\nnodeSelector); without the plugin a node never offers nvidia.com/gpu and the pods stay\nPending. Keep the label in step with the EC2NodeClass's AMI.",
+        )
     );
-    let disruption = map(vec![
-        ("consolidationPolicy", s("WhenEmpty")),
-        ("consolidateAfter", s(karpenter_duration(after))),
-        ("budgets", Y::Seq(vec![map(vec![("nodes", s("1"))])])),
-    ])
+    let mut e = Explained::new(header, object);
+    for (k, why) in why.into_iter().enumerate() {
+        e.comment(format!("spec.template.spec.requirements[{k}].values"), why);
+    }
+    e.comment(
+        "spec.template.metadata",
+        "The seeds' NVIDIA device plugin chart runs on nodes labelled amiFamily: al2023 (its\nnodeSelector); without the plugin a node never offers nvidia.com/gpu and the pods stay\nPending. Keep the label in step with the EC2NodeClass's AMI.",
+    )
     .comment(
-        "consolidationPolicy",
+        "spec.template.spec.taints",
+        format!(
+            "Only pods that tolerate {GPU_TAINT} land on these nodes: the vLLM pods (vllm-deployment-patch.yaml\nadds the toleration) and the GPU DaemonSets (the NVIDIA device plugin, the DCGM exporter).\nAnything else would hold a GPU node up, and an empty node is what consolidation removes."
+        ),
+    )
+    .comment(
+        "spec.template.spec.expireAfter",
+        "Karpenter's default, written out: nodes are removed after 30 days. Expiry is forceful\n(karpenter.sh/do-not-disrupt does not hold it off, nor do the budgets below), so the replica\non an expiring node is evicted, drained by its preStop hook, and its replacement pays a cold\nstart on a new node. Never keeps nodes until you replace them.",
+    )
+    .comment(
+        "spec.disruption.consolidationPolicy",
         "WhenEmpty, not WhenEmptyOrUnderutilized: a node is removed only once no vLLM pod runs on\nit. Underutilized consolidation would evict a serving replica to pack it elsewhere, and the\nreplica would pay a cold start (minutes of loading weights and warming up) while the others\ncarry its load. The pods' karpenter.sh/do-not-disrupt annotation (vllm-deployment-patch.yaml)\nblocks that too; this keeps the pool safe for pods without it.",
     )
     .comment(
-        "consolidateAfter",
+        "spec.disruption.consolidateAfter",
         format!(
             "{after} s: the ScaledObject's scale-down stabilization window ({window} s) plus a cold start\n({} s). The HPA removed the node's last replica after {window} s of lower demand; the node\nwaits as long again plus a cold start, so a replica asked back meanwhile skips the node's\nprovisioning ({} s), and an idle GPU node costs at most this long per scale-in.",
             o.cold_start_s, o.nodes.provisioning_s
         ),
     )
     .comment(
-        "budgets",
+        "spec.disruption.budgets",
         "At most one node disrupted at a time, whether empty or drifted (after an AMI release).",
-    );
-    let limit = gpu_limit(o);
-    let spec = map(vec![
-        ("template", template),
-        ("disruption", disruption),
-        (
-            "limits",
-            map(vec![(
-                GPU_TAINT,
-                i(i64::try_from(limit).unwrap_or(i64::MAX)),
-            )]),
-        ),
-    ])
+    )
     .comment(
-        "limits",
+        "spec.limits",
         format!(
             "{limit} GPUs: the {} node{} the ScaledObject's maximum of {} replicas needs ({} GPU{} each).\nKarpenter launches nothing past it, so a runaway scale-out cannot buy more GPUs.",
             nodes_for(o.max_replicas, o),
@@ -307,101 +351,80 @@ fn node_pool(t: &Thresholds, o: &Options) -> Y {
             if o.nodes.gpus_per_node == 1 { "" } else { "s" },
         ),
     );
-    map(vec![
-        ("apiVersion", s("karpenter.sh/v1")),
-        ("kind", s("NodePool")),
-        ("metadata", metadata(&pool)),
-        ("spec", spec),
-    ])
-}
-
-/// A cluster-scoped object's metadata (no namespace).
-fn metadata(name: &str) -> Y {
-    map(vec![
-        ("name", s(name)),
-        (
-            "labels",
-            map(vec![("app.kubernetes.io/managed-by", s("inferscale"))]),
-        ),
-    ])
+    e
 }
 
 /// The placeholder the user fills (envsubst, or by hand), as the seeds write it.
 const CLUSTER: &str = "${CLUSTER_NAME}";
 
-fn discovery() -> Y {
-    Y::Seq(vec![map(vec![(
-        "tags",
-        map(vec![("karpenter.sh/discovery", s(CLUSTER))]),
-    )])])
+fn discovery() -> Vec<SelectorTerm> {
+    vec![SelectorTerm {
+        tags: labels(&[("karpenter.sh/discovery", CLUSTER)]),
+        ..SelectorTerm::default()
+    }]
 }
 
-fn node_class(o: &Options) -> Y {
+/// The EC2NodeClass the NodePool launches from: a skeleton with placeholders.
+pub fn node_class(o: &Options) -> Explained<EC2NodeClass> {
     let gib = o.nodes.root_volume_gib;
-    let spec = map(vec![
-        ("role", s(format!("KarpenterNodeRole-{CLUSTER}"))),
-        ("amiSelectorTerms", Y::Seq(vec![map(vec![("alias", s("al2023@latest"))])])),
-        ("subnetSelectorTerms", discovery()),
-        ("securityGroupSelectorTerms", discovery()),
-        (
-            "blockDeviceMappings",
-            Y::Seq(vec![map(vec![
-                ("deviceName", s("/dev/xvda")),
-                ("rootVolume", Y::Bool(true)),
-                (
-                    "ebs",
-                    map(vec![
-                        ("volumeSize", s(format!("{gib}Gi"))),
-                        ("volumeType", s("gp3")),
-                        ("encrypted", Y::Bool(true)),
-                        ("deleteOnTermination", Y::Bool(true)),
-                    ]),
-                ),
-            ])]),
-        ),
-    ])
-    .comment(
-        "role",
+    let object = EC2NodeClass {
+        api_version: "karpenter.k8s.aws/v1".to_owned(),
+        kind: "EC2NodeClass".to_owned(),
+        metadata: metadata(&pool_name(o)),
+        spec: EC2NodeClassSpec {
+            role: Some(format!("KarpenterNodeRole-{CLUSTER}")),
+            ami_family: None,
+            ami_selector_terms: vec![SelectorTerm {
+                alias: Some("al2023@latest".to_owned()),
+                ..SelectorTerm::default()
+            }],
+            subnet_selector_terms: discovery(),
+            security_group_selector_terms: discovery(),
+            block_device_mappings: vec![BlockDeviceMapping {
+                device_name: Some("/dev/xvda".to_owned()),
+                root_volume: Some(true),
+                ebs: Some(Ebs {
+                    volume_size: Some(format!("{gib}Gi")),
+                    volume_type: Some("gp3".to_owned()),
+                    encrypted: Some(true),
+                    delete_on_termination: Some(true),
+                    extra: Extra::new(),
+                }),
+                extra: Extra::new(),
+            }],
+            instance_store_policy: None,
+            tags: None,
+            extra: Extra::new(),
+        },
+    };
+    let mut e = Explained::new(
+        "The EC2NodeClass the NodePool launches from: a skeleton to complete for your cluster.",
+        object,
+    );
+    e.comment(
+        "spec.role",
         "Fill in: the IAM role the nodes run as (the one Karpenter's setup created), and below the\ncluster's name in the discovery tags of its subnets and security groups. ${CLUSTER_NAME} is a\nplaceholder: envsubst < karpenter-nodepool.yaml | kubectl apply -f -",
     )
     .comment(
-        "amiSelectorTerms",
+        "spec.amiSelectorTerms",
         "EKS-optimized AL2023; Karpenter picks its NVIDIA variant for GPU instances. @latest moves\nto each new release, which drifts every node (replaced one at a time, and not while a vLLM\npod with do-not-disrupt runs on it): pin a version (al2023@vYYYYMMDD) to choose when.\nbottlerocket@latest works too (its NVIDIA variant carries the device plugin; drop the\nNodePool's amiFamily label, and give the volume below to /dev/xvdb, Bottlerocket's data\nvolume).",
     )
     .comment(
-        "blockDeviceMappings",
+        "spec.blockDeviceMappings",
         format!(
             "A {gib} GiB root volume: the OS, the vLLM image (tens of GB) and the model's weights\n(about 2 bytes a parameter: 16 GB for an 8B model), with room for the next version during a\nrollout. On families with NVMe instance store (g6e has), instanceStorePolicy: RAID0 (the\nseeds' setting) puts images and ephemeral storage there instead."
         ),
     );
-    map(vec![
-        ("apiVersion", s("karpenter.k8s.aws/v1")),
-        ("kind", s("EC2NodeClass")),
-        ("metadata", metadata(&pool_name(o))),
-        ("spec", spec),
-    ])
+    e
 }
 
 /// `karpenter-nodepool.yaml`: the NodePool, then its EC2NodeClass, as two YAML documents.
-pub fn node_pool_file(t: &Thresholds, o: &Options) -> String {
-    let pool = document(
-        &format!(
-            "{}\n\nApply once per cluster, after filling in the EC2NodeClass's placeholders (the second\ndocument):\n\nenvsubst < karpenter-nodepool.yaml | kubectl apply -f -",
-            crate::header(
-                t,
-                &format!(
-                    "Karpenter NodePool for the vLLM replicas: {} GPU nodes, removed only when empty.",
-                    o.nodes.gpu_name
-                ),
-            )
-        ),
-        &node_pool(t, o),
-    );
-    let class = document(
-        "The EC2NodeClass the NodePool launches from: a skeleton to complete for your cluster.",
-        &node_class(o),
-    );
-    format!("{pool}---\n{class}")
+pub fn node_pool_file(t: &Thresholds, o: &Options) -> Result<String, ExplainError> {
+    Ok(format!(
+        "{}---\n{}",
+        node_pool(t, o).to_yaml()?,
+        node_class(o).to_yaml()?
+    ))
 }
 
 #[cfg(test)]

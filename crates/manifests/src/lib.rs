@@ -650,7 +650,7 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
         },
         File {
             path: "karpenter-nodepool.yaml".into(),
-            contents: karpenter::node_pool_file(t, o),
+            contents: written("karpenter-nodepool.yaml", karpenter::node_pool_file(t, o))?,
         },
     ];
     if o.scaler == ScalerKind::External {
