@@ -1,133 +1,147 @@
 //! ServiceMonitors, the vLLM Deployment patches and the warm-up Job.
 
+use std::collections::BTreeMap;
+
 use inferscale_analysis::Thresholds;
 use inferscale_catalog::Signal;
+use serde_json::{Value, json};
 
 use crate::Options;
 use crate::karpenter::GPU_TAINT;
+use crate::objects::{
+    Container, DeploymentPatch, DeploymentPatchSpec, Endpoint, Extra, Job, JobSpec, JsonPatch,
+    ObjectMeta, PatchOp, PatchOpKind, PodSpec, PodTemplateSpec, Probe, Quantity, Resources,
+    ServiceMonitor, ServiceMonitorSpec, TemplateMeta, Volume, VolumeMount,
+};
 use crate::promql::vllm_names;
-use crate::yaml::{Y, document, i, map, s};
+use crate::yaml::Explained;
 
-fn meta(name: &str, o: &Options, extra: Vec<(&str, Y)>) -> Y {
-    let mut labels = vec![("app.kubernetes.io/managed-by", s("inferscale"))];
-    labels.extend(extra);
-    map(vec![
-        ("name", s(name)),
-        ("namespace", s(o.namespace.clone())),
-        ("labels", map(labels)),
-    ])
+/// A map of strings from pairs.
+pub(crate) fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Strings from string slices.
+pub(crate) fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|v| (*v).to_owned()).collect()
+}
+
+/// The fields a type does not name, from a JSON object (`json!({"securityContext": …})`).
+pub(crate) fn extra(fields: Value) -> Extra {
+    match fields {
+        Value::Object(m) => m.into_iter().collect(),
+        _ => Extra::new(),
+    }
+}
+
+/// Requests or limits: `("cpu", "50m")`, …
+pub(crate) fn quantities(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity::Text((*v).to_owned())))
+            .collect(),
+    )
+}
+
+fn meta(name: &str, o: &Options, labels: &[(&str, &str)]) -> ObjectMeta {
+    let mut all = string_map(&[("app.kubernetes.io/managed-by", "inferscale")]);
+    all.extend(string_map(labels));
+    ObjectMeta {
+        name: name.to_owned(),
+        namespace: Some(o.namespace.clone()),
+        labels: Some(all),
+        ..ObjectMeta::default()
+    }
 }
 
 /// What the inferscale warm-up containers need: little.
-fn small_resources() -> Y {
-    map(vec![
-        (
-            "requests",
-            map(vec![("cpu", s("50m")), ("memory", s("32Mi"))]),
-        ),
-        ("limits", map(vec![("memory", s("128Mi"))])),
-    ])
+fn small_resources() -> Resources {
+    Resources {
+        requests: quantities(&[("cpu", "50m"), ("memory", "32Mi")]),
+        limits: quantities(&[("memory", "128Mi")]),
+        extra: Extra::new(),
+    }
 }
 
-/// Non-root, read-only, no privilege escalation.
-pub(crate) fn locked_down() -> Y {
-    map(vec![
-        ("runAsNonRoot", Y::Bool(true)),
-        ("readOnlyRootFilesystem", Y::Bool(true)),
-        ("allowPrivilegeEscalation", Y::Bool(false)),
-    ])
+/// Non-root, read-only, no privilege escalation (a container's `securityContext`).
+pub(crate) fn locked_down() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "readOnlyRootFilesystem": true,
+        "allowPrivilegeEscalation": false,
+    })
 }
 
 /// `servicemonitor.yaml`: Prometheus scrapes vLLM's `/metrics` every 15 s.
-pub fn service_monitor(t: &Thresholds, o: &Options) -> String {
-    let y = map(vec![
-        ("apiVersion", s("monitoring.coreos.com/v1")),
-        ("kind", s("ServiceMonitor")),
-        (
-            "metadata",
-            meta(&o.service, o, vec![("release", s(o.prometheus_release.clone()))]),
-        ),
-        (
-            "spec",
-            map(vec![
-                (
-                    "selector",
-                    map(vec![("matchLabels", map(vec![("app", s(o.service.clone()))]))]),
-                ),
-                (
-                    "namespaceSelector",
-                    map(vec![("matchNames", Y::Seq(vec![s(o.namespace.clone())]))]),
-                ),
-                (
-                    "endpoints",
-                    Y::Seq(vec![map(vec![
-                        ("port", s(o.service_port.0.clone())),
-                        ("path", s("/metrics")),
-                        ("interval", s("15s")),
-                        ("scrapeTimeout", s("10s")),
-                    ])]),
-                ),
-            ])
-            .comment(
-                "selector",
-                format!(
-                    "Selects the Service labelled app: {} (its port named {:?}). The job label becomes the\nService's name, which the VLLMTargetDown alert matches.",
-                    o.service, o.service_port.0
-                ),
-            ),
-        ),
-    ]);
-    document(
-        &crate::header(
+pub fn service_monitor(t: &Thresholds, o: &Options) -> Explained<ServiceMonitor> {
+    let object = ServiceMonitor {
+        api_version: "monitoring.coreos.com/v1".to_owned(),
+        kind: "ServiceMonitor".to_owned(),
+        metadata: meta(&o.service, o, &[("release", o.prometheus_release.as_str())]),
+        spec: ServiceMonitorSpec {
+            selector: json!({ "matchLabels": { "app": o.service } }),
+            namespace_selector: Some(json!({ "matchNames": [o.namespace] })),
+            endpoints: vec![Endpoint {
+                port: Some(o.service_port.0.clone()),
+                path: Some("/metrics".to_owned()),
+                interval: Some("15s".to_owned()),
+                scrape_timeout: Some("10s".to_owned()),
+                extra: Extra::new(),
+            }],
+            extra: Extra::new(),
+        },
+    };
+    let mut e = Explained::new(
+        crate::header(
             t,
             "ServiceMonitor: Prometheus scrapes vLLM's /metrics every 15 s.",
         ),
-        &y,
-    )
+        object,
+    );
+    e.comment(
+        "spec.selector",
+        format!(
+            "Selects the Service labelled app: {} (its port named {:?}). The job label becomes the\nService's name, which the VLLMTargetDown alert matches.",
+            o.service, o.service_port.0
+        ),
+    );
+    e
 }
 
 /// `dcgm-servicemonitor.yaml`: the DCGM exporter's metrics, for clusters whose exporter chart
 /// does not create its own ServiceMonitor.
-pub fn dcgm_service_monitor(t: &Thresholds, o: &Options) -> String {
-    let y = map(vec![
-        ("apiVersion", s("monitoring.coreos.com/v1")),
-        ("kind", s("ServiceMonitor")),
-        (
-            "metadata",
-            meta(
-                "dcgm-exporter",
-                o,
-                vec![("release", s(o.prometheus_release.clone()))],
-            ),
+pub fn dcgm_service_monitor(t: &Thresholds, o: &Options) -> Explained<ServiceMonitor> {
+    let object = ServiceMonitor {
+        api_version: "monitoring.coreos.com/v1".to_owned(),
+        kind: "ServiceMonitor".to_owned(),
+        metadata: meta(
+            "dcgm-exporter",
+            o,
+            &[("release", o.prometheus_release.as_str())],
         ),
-        (
-            "spec",
-            map(vec![
-                (
-                    "selector",
-                    map(vec![(
-                        "matchLabels",
-                        map(vec![("app.kubernetes.io/name", s("dcgm-exporter"))]),
-                    )]),
-                ),
-                ("namespaceSelector", map(vec![("any", Y::Bool(true))])),
-                (
-                    "endpoints",
-                    Y::Seq(vec![map(vec![
-                        ("port", s("metrics")),
-                        ("path", s("/metrics")),
-                        ("interval", s("15s")),
-                    ])]),
-                ),
-            ]),
-        ),
-    ]);
-    document(
-        &crate::header(
+        spec: ServiceMonitorSpec {
+            selector: json!({ "matchLabels": { "app.kubernetes.io/name": "dcgm-exporter" } }),
+            namespace_selector: Some(json!({ "any": true })),
+            endpoints: vec![Endpoint {
+                port: Some("metrics".to_owned()),
+                path: Some("/metrics".to_owned()),
+                interval: Some("15s".to_owned()),
+                scrape_timeout: None,
+                extra: Extra::new(),
+            }],
+            extra: Extra::new(),
+        },
+    };
+    Explained::new(
+        crate::header(
             t,
             "ServiceMonitor for NVIDIA's DCGM exporter (GPU tier). Skip this file if the exporter's\nHelm chart already has serviceMonitor.enabled=true (the seeds' values do).",
         ),
-        &y,
+        object,
     )
 }
 
@@ -184,264 +198,225 @@ fn drain_script(port: u16, grace: u32) -> String {
 
 /// `vllm-deployment-patch.yaml` (a strategic-merge patch) and `vllm-args-patch.yaml` (a JSON
 /// patch appending vLLM flags: argparse keeps the last value of a repeated flag).
-// Long: the two patch files in document order, each field with the comment that explains it.
-pub fn deployment_patch(t: &Thresholds, o: &Options) -> String {
+// Long: the patch in document order, then each field's comment.
+pub fn deployment_patch(t: &Thresholds, o: &Options) -> Explained<DeploymentPatch> {
     let port = o.service_port.1;
     let grace = grace_seconds(t);
     let ready = format!(
         "import os, urllib.request; os.stat('/inferscale/warm'); urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=2)"
     );
-    let sidecar = map(vec![
-        ("name", s("inferscale-warmup")),
-        ("image", s(o.inferscale_image.clone())),
-        ("restartPolicy", s("Always")),
-        (
-            "args",
-            Y::Seq(vec![
-                s("warmup"),
-                s("--url"),
-                s(format!("http://127.0.0.1:{port}")),
-                s("--requests"),
-                s("100"),
-                s("--wait-ready"),
-                s("30m"),
-                s("--done-file"),
-                s("/inferscale/warm"),
-                s("--hold"),
-            ]),
+    let sidecar = Container {
+        name: "inferscale-warmup".to_owned(),
+        image: Some(o.inferscale_image.clone()),
+        restart_policy: Some("Always".to_owned()),
+        args: Some(vec![
+            "warmup".to_owned(),
+            "--url".to_owned(),
+            format!("http://127.0.0.1:{port}"),
+            "--requests".to_owned(),
+            "100".to_owned(),
+            "--wait-ready".to_owned(),
+            "30m".to_owned(),
+            "--done-file".to_owned(),
+            "/inferscale/warm".to_owned(),
+            "--hold".to_owned(),
+        ]),
+        volume_mounts: vec![VolumeMount {
+            name: "inferscale".to_owned(),
+            mount_path: "/inferscale".to_owned(),
+            read_only: None,
+            extra: Extra::new(),
+        }],
+        resources: Some(small_resources()),
+        extra: extra(json!({ "securityContext": locked_down() })),
+        ..Container::default()
+    };
+    let vllm = Container {
+        name: o.container.clone(),
+        readiness_probe: Some(Probe {
+            period_seconds: Some(5),
+            timeout_seconds: Some(3),
+            failure_threshold: Some(3),
+            extra: extra(json!({ "exec": { "command": ["python3", "-c", ready] } })),
+        }),
+        volume_mounts: vec![VolumeMount {
+            name: "inferscale".to_owned(),
+            mount_path: "/inferscale".to_owned(),
+            read_only: Some(true),
+            extra: Extra::new(),
+        }],
+        extra: extra(json!({
+            "lifecycle": {
+                "preStop": {
+                    "exec": { "command": ["python3", "-c", drain_script(port, grace)] }
+                }
+            }
+        })),
+        ..Container::default()
+    };
+    let object = DeploymentPatch {
+        spec: DeploymentPatchSpec {
+            template: PodTemplateSpec {
+                metadata: Some(TemplateMeta {
+                    annotations: Some(string_map(&[("karpenter.sh/do-not-disrupt", "true")])),
+                    ..TemplateMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    termination_grace_period_seconds: Some(i64::from(grace)),
+                    volumes: vec![Volume {
+                        name: "inferscale".to_owned(),
+                        source: extra(json!({
+                            "emptyDir": { "medium": "Memory", "sizeLimit": "1Mi" }
+                        })),
+                    }],
+                    init_containers: vec![sidecar],
+                    containers: vec![vllm],
+                    extra: extra(json!({
+                        "tolerations": [
+                            { "key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule" }
+                        ]
+                    })),
+                    ..PodSpec::default()
+                }),
+                extra: Extra::new(),
+            },
+            extra: Extra::new(),
+        },
+        extra: Extra::new(),
+    };
+    let args = max_model_len(t, o);
+    let header = format!(
+        "{}\nApply: kubectl -n {ns} patch deployment {d} --patch-file vllm-deployment-patch.yaml\n  then: kubectl -n {ns} patch deployment {d} --type json --patch-file vllm-args-patch.yaml\n(--max-model-len {args}, --gpu-memory-utilization 0.85; see README.md).",
+        crate::header(
+            t,
+            "Strategic-merge patch for the vLLM Deployment: warm-up before ready, no disruption, drain on\nstop, GPU nodes tolerated."
         ),
-        (
-            "volumeMounts",
-            Y::Seq(vec![map(vec![("name", s("inferscale")), ("mountPath", s("/inferscale"))])]),
-        ),
-        ("resources", small_resources()),
-        ("securityContext", locked_down()),
-    ])
-    .comment(
-        "name",
-        "A native sidecar (Kubernetes 1.29+): waits for vLLM's /health, sends the seeds' 100\nsequential warm-up requests, marks the pod warm, and stays up.",
+        ns = o.namespace,
+        d = o.deployment
     );
-    let vllm = map(vec![
-        ("name", s(o.container.clone())),
-        (
-            "readinessProbe",
-            map(vec![
-                (
-                    "exec",
-                    map(vec![(
-                        "command",
-                        Y::Seq(vec![s("python3"), s("-c"), s(ready)]),
-                    )]),
-                ),
-                ("periodSeconds", i(5)),
-                ("timeoutSeconds", i(3)),
-                ("failureThreshold", i(3)),
-            ]),
-        ),
-        (
-            "lifecycle",
-            map(vec![(
-                "preStop",
-                map(vec![(
-                    "exec",
-                    map(vec![(
-                        "command",
-                        Y::Seq(vec![s("python3"), s("-c"), Y::Block(drain_script(port, grace))]),
-                    )]),
-                )]),
-            )]),
-        ),
-        (
-            "volumeMounts",
-            Y::Seq(vec![map(vec![
-                ("name", s("inferscale")),
-                ("mountPath", s("/inferscale")),
-                ("readOnly", Y::Bool(true)),
-            ])]),
-        ),
-    ])
+    let mut e = Explained::new(header, object);
+    e.comment(
+        "spec.template.metadata",
+        "Karpenter must not consolidate a node away from under a serving GPU pod.",
+    )
     .comment(
-        "readinessProbe",
+        "spec.template.spec.terminationGracePeriodSeconds",
+        format!(
+            "Twice the slowest request seen at the healthy step ({}), plus 15 s.",
+            t.workload
+                .e2e_max_seconds
+                .map_or("unknown".into(), |v| format!("{v:.1} s"))
+        ),
+    )
+    .comment(
+        "spec.template.spec.tolerations",
+        format!(
+            "Lets the pods onto the GPU nodes of karpenter-nodepool.yaml (tainted {GPU_TAINT}:NoSchedule), as\nthe seeds' Deployment does. A strategic-merge patch replaces the whole list (Kubernetes\nmerges tolerations as one value): add any other toleration your pods need here."
+        ),
+    )
+    .comment(
+        "spec.template.spec.initContainers[0].name",
+        "A native sidecar (Kubernetes 1.29+): waits for vLLM's /health, sends the seeds' 100\nsequential warm-up requests, marks the pod warm, and stays up.",
+    )
+    .comment(
+        "spec.template.spec.containers[0].readinessProbe",
         "Ready only once the warm-up sidecar marked the pod warm and vLLM answers /health: no\nuser request pays the first-request costs (the run measured them).",
     )
     .comment(
-        "lifecycle",
+        "spec.template.spec.containers[0].lifecycle",
         format!(
             "On termination: wait 5 s for the endpoint to be removed, then until vLLM reports nothing\nrunning or waiting (at most {} s), so in-flight requests finish.",
             grace.saturating_sub(10).max(5)
         ),
     );
-    let y = map(vec![(
-        "spec",
-        map(vec![(
-            "template",
-            map(vec![
-                (
-                    "metadata",
-                    map(vec![(
-                        "annotations",
-                        map(vec![("karpenter.sh/do-not-disrupt", s("true"))]),
-                    )]),
-                ),
-                (
-                    "spec",
-                    map(vec![
-                        ("terminationGracePeriodSeconds", i(i64::from(grace))),
-                        (
-                            "tolerations",
-                            Y::Seq(vec![map(vec![
-                                ("key", s(GPU_TAINT)),
-                                ("operator", s("Exists")),
-                                ("effect", s("NoSchedule")),
-                            ])]),
-                        ),
-                        (
-                            "volumes",
-                            Y::Seq(vec![map(vec![
-                                ("name", s("inferscale")),
-                                (
-                                    "emptyDir",
-                                    map(vec![("medium", s("Memory")), ("sizeLimit", s("1Mi"))]),
-                                ),
-                            ])]),
-                        ),
-                        ("initContainers", Y::Seq(vec![sidecar])),
-                        ("containers", Y::Seq(vec![vllm])),
-                    ])
-                    .comment(
-                        "terminationGracePeriodSeconds",
-                        format!(
-                            "Twice the slowest request seen at the healthy step ({}), plus 15 s.",
-                            t.workload
-                                .e2e_max_seconds
-                                .map_or("unknown".into(), |v| format!("{v:.1} s"))
-                        ),
-                    )
-                    .comment(
-                        "tolerations",
-                        format!(
-                            "Lets the pods onto the GPU nodes of karpenter-nodepool.yaml (tainted {GPU_TAINT}:NoSchedule), as\nthe seeds' Deployment does. A strategic-merge patch replaces the whole list (Kubernetes\nmerges tolerations as one value): add any other toleration your pods need here."
-                        ),
-                    ),
-                ),
-            ])
-            .comment(
-                "metadata",
-                "Karpenter must not consolidate a node away from under a serving GPU pod.",
-            ),
-        )]),
-    )]);
-    let args = max_model_len(t, o);
-    document(
-        &format!(
-            "{}\nApply: kubectl -n {ns} patch deployment {d} --patch-file vllm-deployment-patch.yaml\n  then: kubectl -n {ns} patch deployment {d} --type json --patch-file vllm-args-patch.yaml\n(--max-model-len {args}, --gpu-memory-utilization 0.85; see README.md).",
-            crate::header(
-                t,
-                "Strategic-merge patch for the vLLM Deployment: warm-up before ready, no disruption, drain on\nstop, GPU nodes tolerated."
-            ),
-            ns = o.namespace,
-            d = o.deployment
-        ),
-        &y,
-    )
+    e
 }
 
 /// `vllm-args-patch.yaml`: a JSON patch appending the sized vLLM flags to the container's args.
-pub fn args_patch(t: &Thresholds, o: &Options) -> String {
+pub fn args_patch(t: &Thresholds, o: &Options) -> Explained<JsonPatch> {
     let len = max_model_len(t, o);
     let path = format!(
         "/spec/template/spec/containers/{}/args/-",
         o.container_index
     );
-    let y = Y::Seq(vec![
-        map(vec![
-            ("op", s("add")),
-            ("path", s(path.clone())),
-            ("value", s("--gpu-memory-utilization=0.85")),
-        ])
-        .comment("op", "0.85 leaves room for CUDA graphs, activations and the odd other process (the community\nguide's advice; the seeds ran 0.9)."),
-        map(vec![
-            ("op", s("add")),
-            ("path", s(path)),
-            ("value", s(format!("--max-model-len={len}"))),
-        ])
-        .comment(
-            "op",
-            format!(
-                "Twice the longest measured request ({} prompt + {} output tokens), rounded to 1024: the\nscheduler's token budget and the profiling pass size to it.",
-                t.workload.prompt_tokens_mean.map_or("?".into(), |v| format!("{v:.0}")),
-                t.workload.max_tokens.map_or("?".into(), |v| v.to_string())
-            ),
+    let add = |value: String| PatchOp {
+        op: PatchOpKind::Add,
+        path: path.clone(),
+        value: Some(Value::String(value)),
+        from: None,
+    };
+    let object = vec![
+        add("--gpu-memory-utilization=0.85".to_owned()),
+        add(format!("--max-model-len={len}")),
+    ];
+    let header = format!(
+        "{}\nApply: kubectl -n {} patch deployment {} --type json --patch-file vllm-args-patch.yaml\nThe container is the {}th of the pod (--container-index); vLLM keeps the last value of a\nrepeated flag, so these override what the Deployment sets.",
+        crate::header(t, "JSON patch: the vLLM flags sized from the measurement."),
+        o.namespace,
+        o.deployment,
+        o.container_index
+    );
+    let mut e = Explained::new(header, object);
+    e.comment("[0].op", "0.85 leaves room for CUDA graphs, activations and the odd other process (the community\nguide's advice; the seeds ran 0.9).")
+    .comment(
+        "[1].op",
+        format!(
+            "Twice the longest measured request ({} prompt + {} output tokens), rounded to 1024: the\nscheduler's token budget and the profiling pass size to it.",
+            t.workload.prompt_tokens_mean.map_or("?".into(), |v| format!("{v:.0}")),
+            t.workload.max_tokens.map_or("?".into(), |v| v.to_string())
         ),
-    ]);
-    document(
-        &format!(
-            "{}\nApply: kubectl -n {} patch deployment {} --type json --patch-file vllm-args-patch.yaml\nThe container is the {}th of the pod (--container-index); vLLM keeps the last value of a\nrepeated flag, so these override what the Deployment sets.",
-            crate::header(t, "JSON patch: the vLLM flags sized from the measurement."),
-            o.namespace,
-            o.deployment,
-            o.container_index
-        ),
-        &y,
-    )
+    );
+    e
 }
 
 /// `warmup-job.yaml`: warms the Service up after a rollout.
-pub fn warmup_job(t: &Thresholds, o: &Options) -> String {
+pub fn warmup_job(t: &Thresholds, o: &Options) -> Explained<Job> {
     let url = format!(
         "http://{}.{}.svc:{}",
         o.service, o.namespace, o.service_port.1
     );
-    let container = map(vec![
-        ("name", s("warmup")),
-        ("image", s(o.inferscale_image.clone())),
-        (
-            "args",
-            Y::Seq(vec![
-                s("warmup"),
-                s("--url"),
-                s(url),
-                s("--requests"),
-                s("100"),
-                s("--wait-ready"),
-                s("30m"),
-            ]),
-        ),
-        ("resources", small_resources()),
-        ("securityContext", locked_down()),
-    ]);
-    let y = map(vec![
-        ("apiVersion", s("batch/v1")),
-        ("kind", s("Job")),
-        (
-            "metadata",
-            meta(&format!("{}-warmup", o.deployment), o, vec![]),
-        ),
-        (
-            "spec",
-            map(vec![
-                ("backoffLimit", i(2)),
-                ("activeDeadlineSeconds", i(3600)),
-                ("ttlSecondsAfterFinished", i(3600)),
-                (
-                    "template",
-                    map(vec![(
-                        "spec",
-                        map(vec![
-                            ("restartPolicy", s("Never")),
-                            ("containers", Y::Seq(vec![container])),
-                        ]),
-                    )]),
-                ),
-            ]),
-        ),
-    ]);
-    document(
-        &format!(
+    let container = Container {
+        name: "warmup".to_owned(),
+        image: Some(o.inferscale_image.clone()),
+        args: Some(vec![
+            "warmup".to_owned(),
+            "--url".to_owned(),
+            url,
+            "--requests".to_owned(),
+            "100".to_owned(),
+            "--wait-ready".to_owned(),
+            "30m".to_owned(),
+        ]),
+        resources: Some(small_resources()),
+        extra: extra(json!({ "securityContext": locked_down() })),
+        ..Container::default()
+    };
+    let object = Job {
+        api_version: "batch/v1".to_owned(),
+        kind: "Job".to_owned(),
+        metadata: meta(&format!("{}-warmup", o.deployment), o, &[]),
+        spec: JobSpec {
+            backoff_limit: Some(2),
+            active_deadline_seconds: Some(3600),
+            ttl_seconds_after_finished: Some(3600),
+            template: PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_owned()),
+                    containers: vec![container],
+                    ..PodSpec::default()
+                }),
+                extra: Extra::new(),
+            },
+            extra: Extra::new(),
+        },
+    };
+    Explained::new(
+        format!(
             "{}\nRun after each rollout (kubectl -n {} create -f warmup-job.yaml, or as a post-upgrade hook):\nthe seeds' 100 sequential requests through the Service. Each pod's own sidecar (see\nvllm-deployment-patch.yaml) already warms it before it turns ready; this Job checks the\nService end to end and shows the cold-start cost in its log.",
             crate::header(t, "Warm-up Job."),
             o.namespace
         ),
-        &y,
+        object,
     )
 }

@@ -221,12 +221,7 @@ fn requirements(o: &Options) -> Vec<(Requirement, String)> {
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
-    Some(
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-    )
+    Some(crate::k8s::string_map(pairs))
 }
 
 /// A cluster-scoped object's metadata (no namespace).

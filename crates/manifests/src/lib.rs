@@ -630,23 +630,29 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
         },
         File {
             path: "servicemonitor.yaml".into(),
-            contents: k8s::service_monitor(t, o),
+            contents: written("servicemonitor.yaml", k8s::service_monitor(t, o).to_yaml())?,
         },
         File {
             path: "dcgm-servicemonitor.yaml".into(),
-            contents: k8s::dcgm_service_monitor(t, o),
+            contents: written(
+                "dcgm-servicemonitor.yaml",
+                k8s::dcgm_service_monitor(t, o).to_yaml(),
+            )?,
         },
         File {
             path: "vllm-deployment-patch.yaml".into(),
-            contents: k8s::deployment_patch(t, o),
+            contents: written(
+                "vllm-deployment-patch.yaml",
+                k8s::deployment_patch(t, o).to_yaml(),
+            )?,
         },
         File {
             path: "vllm-args-patch.yaml".into(),
-            contents: k8s::args_patch(t, o),
+            contents: written("vllm-args-patch.yaml", k8s::args_patch(t, o).to_yaml())?,
         },
         File {
             path: "warmup-job.yaml".into(),
-            contents: k8s::warmup_job(t, o),
+            contents: written("warmup-job.yaml", k8s::warmup_job(t, o).to_yaml())?,
         },
         File {
             path: "karpenter-nodepool.yaml".into(),
@@ -656,7 +662,7 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     if o.scaler == ScalerKind::External {
         files.push(File {
             path: "scaler.yaml".into(),
-            contents: scaler::scaler_file(t, o),
+            contents: written("scaler.yaml", scaler::scaler_file(t, o))?,
         });
     }
     for (name, json) in grafana::dashboards(t, o) {

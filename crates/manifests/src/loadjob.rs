@@ -7,7 +7,14 @@
 //! read-only) and prints it to stdout between marker lines (`inferscale load --emit-part`),
 //! so `kubectl logs` carries it out of the cluster and `inferscale merge -` reads the logs.
 
-use crate::yaml::{Y, document, i, map, s};
+use serde_json::json;
+
+use crate::k8s::{extra, quantities, string_map};
+use crate::objects::{
+    Container, Extra, Job, JobSpec, ObjectMeta, PodSpec, PodTemplateSpec, Resources, TemplateMeta,
+    Volume, VolumeMount,
+};
+use crate::yaml::Explained;
 use crate::{File, GenerateError, Options};
 
 /// Workers one Job may have here. Kubernetes takes up to 100,000 indexes; a split load past a
@@ -43,171 +50,138 @@ pub fn job_name(o: &Options) -> String {
 const OUT_DIR: &str = "/out";
 
 /// `load-job.yaml`.
-// Long: the Job manifest in document order, each field with the comment that explains it.
-pub fn load_job(o: &Options, lj: &LoadJob) -> String {
+// Long: the Job manifest in document order.
+pub fn load_job(o: &Options, lj: &LoadJob) -> Explained<Job> {
     let url = format!(
         "http://{}.{}.svc:{}",
         o.service, o.namespace, o.service_port.1
     );
     let mut args = vec![
-        s("load"),
-        s("--url"),
-        s(url),
-        s("--segment"),
-        s(format!("$(JOB_COMPLETION_INDEX)/{}", lj.workers)),
-        s("--start-at"),
-        s(lj.start_at.clone()),
-        s("--warmup"),
-        s("0"),
-        s("--no-metrics"),
-        s("--out"),
-        s(format!("{OUT_DIR}/part.json")),
-        s("--emit-part"),
+        "load".to_owned(),
+        "--url".to_owned(),
+        url,
+        "--segment".to_owned(),
+        format!("$(JOB_COMPLETION_INDEX)/{}", lj.workers),
+        "--start-at".to_owned(),
+        lj.start_at.clone(),
+        "--warmup".to_owned(),
+        "0".to_owned(),
+        "--no-metrics".to_owned(),
+        "--out".to_owned(),
+        format!("{OUT_DIR}/part.json"),
+        "--emit-part".to_owned(),
     ];
-    args.extend(lj.load_args.iter().map(|a| s(a.clone())));
-    let mut env = vec![map(vec![
-        ("name", s("JOB_COMPLETION_INDEX")),
-        (
-            "valueFrom",
-            map(vec![(
-                "fieldRef",
-                map(vec![(
-                    "fieldPath",
-                    s("metadata.annotations['batch.kubernetes.io/job-completion-index']"),
-                )]),
-            )]),
-        ),
-    ])];
+    args.extend(lj.load_args.iter().cloned());
+    let mut env = vec![json!({
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {
+            "fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            }
+        },
+    })];
     if let Some((secret, key)) = &lj.api_key_secret {
-        env.push(map(vec![
-            ("name", s("OPENAI_API_KEY")),
-            (
-                "valueFrom",
-                map(vec![(
-                    "secretKeyRef",
-                    map(vec![("name", s(secret.clone())), ("key", s(key.clone()))]),
-                )]),
-            ),
-        ]));
+        env.push(json!({
+            "name": "OPENAI_API_KEY",
+            "valueFrom": { "secretKeyRef": { "name": secret, "key": key } },
+        }));
     }
     let name = job_name(o);
-    let labels = || {
-        map(vec![
-            ("app.kubernetes.io/name", s("inferscale")),
-            ("app.kubernetes.io/component", s("load")),
-            ("app.kubernetes.io/instance", s(name.clone())),
-        ])
+    let container = Container {
+        name: "load".to_owned(),
+        image: Some(o.inferscale_image.clone()),
+        args: Some(args),
+        resources: Some(Resources {
+            requests: quantities(&[("cpu", lj.cpu.as_str()), ("memory", "512Mi")]),
+            limits: quantities(&[("memory", "2Gi")]),
+            extra: Extra::new(),
+        }),
+        volume_mounts: vec![VolumeMount {
+            name: "out".to_owned(),
+            mount_path: OUT_DIR.to_owned(),
+            read_only: None,
+            extra: Extra::new(),
+        }],
+        extra: extra(json!({
+            "env": env,
+            "securityContext": crate::k8s::locked_down(),
+        })),
+        ..Container::default()
     };
-    let container = map(vec![
-        ("name", s("load")),
-        ("image", s(o.inferscale_image.clone())),
-        ("args", Y::Seq(args)),
-        ("env", Y::Seq(env)),
-        (
-            "resources",
-            map(vec![
-                (
-                    "requests",
-                    map(vec![("cpu", s(lj.cpu.clone())), ("memory", s("512Mi"))]),
-                ),
-                ("limits", map(vec![("memory", s("2Gi"))])),
-            ]),
-        ),
-        ("securityContext", crate::k8s::locked_down()),
-        (
-            "volumeMounts",
-            Y::Seq(vec![map(vec![
-                ("name", s("out")),
-                ("mountPath", s(OUT_DIR)),
-            ])]),
-        ),
-    ]);
     // Workers on different nodes (and zones where there are several), so that one node's
     // network or CPU does not limit them all.
     let spread = |key: &str| {
-        map(vec![
-            ("maxSkew", i(1)),
-            ("topologyKey", s(key)),
-            ("whenUnsatisfiable", s("ScheduleAnyway")),
-            (
-                "labelSelector",
-                map(vec![(
-                    "matchLabels",
-                    map(vec![("app.kubernetes.io/instance", s(name.clone()))]),
-                )]),
-            ),
-        ])
+        json!({
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": { "matchLabels": { "app.kubernetes.io/instance": name } },
+        })
     };
-    let pod = map(vec![
-        ("restartPolicy", s("Never")),
-        ("automountServiceAccountToken", Y::Bool(false)),
-        ("enableServiceLinks", Y::Bool(false)),
-        (
-            "securityContext",
-            map(vec![
-                ("runAsNonRoot", Y::Bool(true)),
-                ("runAsUser", i(65532)),
-                ("runAsGroup", i(65532)),
-                ("seccompProfile", map(vec![("type", s("RuntimeDefault"))])),
-            ]),
-        ),
-        (
-            "topologySpreadConstraints",
-            Y::Seq(vec![
+    let pod = PodSpec {
+        restart_policy: Some("Never".to_owned()),
+        containers: vec![container],
+        volumes: vec![Volume {
+            name: "out".to_owned(),
+            source: extra(json!({ "emptyDir": { "sizeLimit": "256Mi" } })),
+        }],
+        extra: extra(json!({
+            "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "runAsUser": 65532,
+                "runAsGroup": 65532,
+                "seccompProfile": { "type": "RuntimeDefault" },
+            },
+            "topologySpreadConstraints": [
                 spread("kubernetes.io/hostname"),
                 spread("topology.kubernetes.io/zone"),
-            ]),
-        ),
-        ("containers", Y::Seq(vec![container])),
-        (
-            "volumes",
-            Y::Seq(vec![map(vec![
-                ("name", s("out")),
-                ("emptyDir", map(vec![("sizeLimit", s("256Mi"))])),
-            ])]),
-        ),
-    ]);
-    let y = map(vec![
-        ("apiVersion", s("batch/v1")),
-        ("kind", s("Job")),
-        (
-            "metadata",
-            map(vec![
-                ("name", s(name.clone())),
-                ("namespace", s(o.namespace.clone())),
-                (
-                    "labels",
-                    map(vec![
-                        ("app.kubernetes.io/managed-by", s("inferscale")),
-                        ("app.kubernetes.io/component", s("load")),
-                    ]),
-                ),
-            ]),
-        ),
-        (
-            "spec",
-            map(vec![
-                ("completionMode", s("Indexed")),
-                ("completions", i(i64::from(lj.workers))),
-                ("parallelism", i(i64::from(lj.workers))),
+            ],
+        })),
+        ..PodSpec::default()
+    };
+    let object = Job {
+        api_version: "batch/v1".to_owned(),
+        kind: "Job".to_owned(),
+        metadata: ObjectMeta {
+            name: name.clone(),
+            namespace: Some(o.namespace.clone()),
+            labels: Some(string_map(&[
+                ("app.kubernetes.io/managed-by", "inferscale"),
+                ("app.kubernetes.io/component", "load"),
+            ])),
+            ..ObjectMeta::default()
+        },
+        spec: JobSpec {
+            backoff_limit: None,
+            active_deadline_seconds: Some(lj.deadline_s as i64),
+            // A day to collect the logs before the Job and its pods go.
+            ttl_seconds_after_finished: Some(86_400),
+            template: PodTemplateSpec {
+                metadata: Some(TemplateMeta {
+                    labels: Some(string_map(&[
+                        ("app.kubernetes.io/name", "inferscale"),
+                        ("app.kubernetes.io/component", "load"),
+                        ("app.kubernetes.io/instance", name.as_str()),
+                    ])),
+                    ..TemplateMeta::default()
+                }),
+                spec: Some(pod),
+                extra: Extra::new(),
+            },
+            extra: extra(json!({
+                "completionMode": "Indexed",
+                "completions": lj.workers,
+                "parallelism": lj.workers,
                 // A retried worker would start late and send its share twice; a failed one
                 // stays failed, and the merge names it missing.
-                ("backoffLimitPerIndex", i(0)),
-                ("activeDeadlineSeconds", i(lj.deadline_s as i64)),
-                // A day to collect the logs before the Job and its pods go.
-                ("ttlSecondsAfterFinished", i(86_400)),
-                (
-                    "template",
-                    map(vec![
-                        ("metadata", map(vec![("labels", labels())])),
-                        ("spec", pod),
-                    ]),
-                ),
-            ]),
-        ),
-    ]);
-    document(
-        &format!(
+                "backoffLimitPerIndex": 0,
+            })),
+        },
+    };
+    Explained::new(
+        format!(
             "Load Job: {n} workers of one split load against http://{svc}.{ns}.svc:{port}.\nGenerated by inferscale {v}. Worker I (the pod's completion index) sends the I-th of\nevery {n} requests of the shared schedule from the start below, and prints its part at the end.\nStart it with load-job.sh, which writes a fresh start time, waits, and merges the parts from\nthe pods' logs into run.json (inferscale merge -). Warm the server up first (warmup-job.yaml).\nThe workers send with --no-metrics: going through the Service, /metrics would come from a\ndifferent replica each time; the server's side is Prometheus' (inferscale monitor, check).",
             n = lj.workers,
             svc = o.service,
@@ -215,7 +189,7 @@ pub fn load_job(o: &Options, lj: &LoadJob) -> String {
             port = o.service_port.1,
             v = env!("CARGO_PKG_VERSION"),
         ),
-        &y,
+        object,
     )
 }
 
@@ -274,7 +248,7 @@ pub fn generate(o: &Options, lj: &LoadJob) -> Result<Vec<File>, GenerateError> {
     let files = vec![
         File {
             path: "load-job.yaml".into(),
-            contents: load_job(o, lj),
+            contents: crate::written("load-job.yaml", load_job(o, lj).to_yaml())?,
         },
         File {
             path: "load-job.sh".into(),

@@ -2,10 +2,19 @@
 //! ServiceAccount, a Role that may only list and watch EndpointSlices (how it finds the vLLM
 //! pods), the RoleBinding, the Service KEDA dials, and the Deployment.
 
+use std::collections::BTreeMap;
+
 use inferscale_analysis::Thresholds;
+use serde_json::json;
 
 use crate::Options;
-use crate::yaml::{Y, document, i, map, s};
+use crate::k8s::{extra, quantities, string_map, strings};
+use crate::objects::{
+    Container, Deployment, DeploymentSpec, Extra, ObjectMeta, PodSpec, PodTemplateSpec, PolicyRule,
+    Probe, Resources, Role, RoleBinding, RoleRef, Service, ServiceAccount, ServicePort,
+    ServiceSpec, Subject, TemplateMeta,
+};
+use crate::yaml::{ExplainError, Explained};
 
 /// The name of every object of the scaler.
 pub const NAME: &str = "inferscale-scaler";
@@ -14,220 +23,30 @@ pub const GRPC_PORT: u16 = 6000;
 /// The HTTP port: `/metrics`, `/healthz`, `/api/v1/value`.
 pub const HTTP_PORT: u16 = 6001;
 
-fn meta(o: &Options) -> Y {
-    map(vec![
-        ("name", s(NAME)),
-        ("namespace", s(o.namespace.clone())),
-        ("labels", labels()),
+fn meta(o: &Options) -> ObjectMeta {
+    ObjectMeta {
+        name: NAME.to_owned(),
+        namespace: Some(o.namespace.clone()),
+        labels: Some(labels()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn labels() -> BTreeMap<String, String> {
+    string_map(&[
+        ("app.kubernetes.io/name", NAME),
+        ("app.kubernetes.io/managed-by", "inferscale"),
     ])
 }
 
-fn labels() -> Y {
-    map(vec![
-        ("app.kubernetes.io/name", s(NAME)),
-        ("app.kubernetes.io/managed-by", s("inferscale")),
-    ])
-}
-
-fn selector() -> Y {
-    map(vec![("app.kubernetes.io/name", s(NAME))])
+fn selector() -> BTreeMap<String, String> {
+    string_map(&[("app.kubernetes.io/name", NAME)])
 }
 
 /// What the Role allows: list and watch EndpointSlices, in the namespace, and nothing else.
 pub const VERBS: [&str; 2] = ["list", "watch"];
 
-fn service_account(o: &Options) -> Y {
-    map(vec![
-        ("apiVersion", s("v1")),
-        ("kind", s("ServiceAccount")),
-        ("metadata", meta(o)),
-    ])
-}
-
-fn role(o: &Options) -> Y {
-    map(vec![
-        ("apiVersion", s("rbac.authorization.k8s.io/v1")),
-        ("kind", s("Role")),
-        ("metadata", meta(o)),
-        (
-            "rules",
-            Y::Seq(vec![map(vec![
-                ("apiGroups", Y::Seq(vec![s("discovery.k8s.io")])),
-                ("resources", Y::Seq(vec![s("endpointslices")])),
-                ("verbs", Y::Seq(VERBS.iter().map(|v| s(*v)).collect())),
-            ])]),
-        ),
-    ])
-    .comment(
-        "rules",
-        "Only what discovery needs: the vLLM Service's EndpointSlices, listed then watched. No\nget, no pods, no secrets, nothing outside this namespace.",
-    )
-}
-
-fn role_binding(o: &Options) -> Y {
-    map(vec![
-        ("apiVersion", s("rbac.authorization.k8s.io/v1")),
-        ("kind", s("RoleBinding")),
-        ("metadata", meta(o)),
-        (
-            "roleRef",
-            map(vec![
-                ("apiGroup", s("rbac.authorization.k8s.io")),
-                ("kind", s("Role")),
-                ("name", s(NAME)),
-            ]),
-        ),
-        (
-            "subjects",
-            Y::Seq(vec![map(vec![
-                ("kind", s("ServiceAccount")),
-                ("name", s(NAME)),
-                ("namespace", s(o.namespace.clone())),
-            ])]),
-        ),
-    ])
-}
-
-fn service(o: &Options) -> Y {
-    let port = |name: &str, n: u16, app: &str| {
-        map(vec![
-            ("name", s(name)),
-            ("port", i(i64::from(n))),
-            ("targetPort", s(name)),
-            ("protocol", s("TCP")),
-            ("appProtocol", s(app)),
-        ])
-    };
-    map(vec![
-        ("apiVersion", s("v1")),
-        ("kind", s("Service")),
-        ("metadata", meta(o)),
-        (
-            "spec",
-            map(vec![
-                ("type", s("ClusterIP")),
-                ("selector", selector()),
-                (
-                    "ports",
-                    Y::Seq(vec![
-                        port("grpc", GRPC_PORT, "kubernetes.io/h2c"),
-                        port("http", HTTP_PORT, "http"),
-                    ]),
-                ),
-            ]),
-        ),
-    ])
-}
-
-fn deployment(o: &Options) -> Y {
-    let probe = |period: i64| {
-        map(vec![
-            (
-                "httpGet",
-                map(vec![("path", s("/healthz")), ("port", s("http"))]),
-            ),
-            ("periodSeconds", i(period)),
-            ("failureThreshold", i(3)),
-        ])
-    };
-    let container = map(vec![
-        ("name", s("scaler")),
-        ("image", s(o.inferscale_image.clone())),
-        (
-            "args",
-            Y::Seq(vec![
-                s("scaler"),
-                s("--listen"),
-                s(format!("0.0.0.0:{GRPC_PORT}")),
-                s("--http-listen"),
-                s(format!("0.0.0.0:{HTTP_PORT}")),
-            ]),
-        ),
-        (
-            "ports",
-            Y::Seq(vec![
-                map(vec![
-                    ("name", s("grpc")),
-                    ("containerPort", i(i64::from(GRPC_PORT))),
-                ]),
-                map(vec![
-                    ("name", s("http")),
-                    ("containerPort", i(i64::from(HTTP_PORT))),
-                ]),
-            ]),
-        ),
-        ("readinessProbe", probe(5)),
-        ("livenessProbe", probe(10)),
-        (
-            "resources",
-            map(vec![
-                (
-                    "requests",
-                    map(vec![("cpu", s("100m")), ("memory", s("64Mi"))]),
-                ),
-                ("limits", map(vec![("memory", s("256Mi"))])),
-            ]),
-        ),
-        (
-            "securityContext",
-            map(vec![
-                ("allowPrivilegeEscalation", Y::Bool(false)),
-                ("readOnlyRootFilesystem", Y::Bool(true)),
-                (
-                    "capabilities",
-                    map(vec![("drop", Y::Seq(vec![s("ALL")]))]),
-                ),
-            ]),
-        ),
-    ])
-    .comment(
-        "args",
-        "0.0.0.0 in the pod: KEDA's operator dials the Service. Outside a pod the scaler binds\n127.0.0.1 unless told otherwise.",
-    );
-    map(vec![
-        ("apiVersion", s("apps/v1")),
-        ("kind", s("Deployment")),
-        ("metadata", meta(o)),
-        (
-            "spec",
-            map(vec![
-                ("replicas", i(1)),
-                ("selector", map(vec![("matchLabels", selector())])),
-                (
-                    "template",
-                    map(vec![
-                        ("metadata", map(vec![("labels", labels())])),
-                        (
-                            "spec",
-                            map(vec![
-                                ("serviceAccountName", s(NAME)),
-                                (
-                                    "securityContext",
-                                    map(vec![
-                                        ("runAsNonRoot", Y::Bool(true)),
-                                        ("runAsUser", i(65_532)),
-                                        (
-                                            "seccompProfile",
-                                            map(vec![("type", s("RuntimeDefault"))]),
-                                        ),
-                                    ]),
-                                ),
-                                ("containers", Y::Seq(vec![container])),
-                            ]),
-                        ),
-                    ]),
-                ),
-            ])
-            .comment(
-                "replicas",
-                "One: its windowed histograms live in memory. If it is down, KEDA's calls fail and the\nScaledObject's fallback holds the replicas (never fewer than are running).",
-            ),
-        ),
-    ])
-}
-
-/// `scaler.yaml`: five documents.
-pub fn scaler_file(t: &Thresholds, o: &Options) -> String {
+fn service_account(t: &Thresholds, o: &Options) -> Explained<ServiceAccount> {
     let head = format!(
         "{}\n\nApply before scaledobject.yaml: kubectl apply -f scaler.yaml",
         crate::header(
@@ -235,21 +54,181 @@ pub fn scaler_file(t: &Thresholds, o: &Options) -> String {
             "inferscale scaler, the KEDA external scaler that reads the vLLM pods directly.",
         )
     );
-    [
-        document(&head, &service_account(o)),
-        document(
-            "May list and watch EndpointSlices in this namespace, nothing else.",
-            &role(o),
-        ),
-        document(
-            "The scaler's ServiceAccount gets the Role.",
-            &role_binding(o),
-        ),
-        document(
-            "What KEDA dials (scalerAddress) and Prometheus may scrape (http: /metrics).",
-            &service(o),
-        ),
-        document("The scaler.", &deployment(o)),
+    Explained::new(
+        head,
+        ServiceAccount {
+            api_version: "v1".to_owned(),
+            kind: "ServiceAccount".to_owned(),
+            metadata: meta(o),
+            automount_service_account_token: None,
+            extra: Extra::new(),
+        },
+    )
+}
+
+fn role(o: &Options) -> Explained<Role> {
+    let mut e = Explained::new(
+        "May list and watch EndpointSlices in this namespace, nothing else.",
+        Role {
+            api_version: "rbac.authorization.k8s.io/v1".to_owned(),
+            kind: "Role".to_owned(),
+            metadata: meta(o),
+            rules: vec![PolicyRule {
+                api_groups: strings(&["discovery.k8s.io"]),
+                resources: strings(&["endpointslices"]),
+                resource_names: Vec::new(),
+                non_resource_urls: Vec::new(),
+                verbs: strings(&VERBS),
+            }],
+        },
+    );
+    e.comment(
+        "rules",
+        "Only what discovery needs: the vLLM Service's EndpointSlices, listed then watched. No\nget, no pods, no secrets, nothing outside this namespace.",
+    );
+    e
+}
+
+fn role_binding(o: &Options) -> Explained<RoleBinding> {
+    Explained::new(
+        "The scaler's ServiceAccount gets the Role.",
+        RoleBinding {
+            api_version: "rbac.authorization.k8s.io/v1".to_owned(),
+            kind: "RoleBinding".to_owned(),
+            metadata: meta(o),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".to_owned(),
+                kind: "Role".to_owned(),
+                name: NAME.to_owned(),
+            },
+            subjects: vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: NAME.to_owned(),
+                namespace: Some(o.namespace.clone()),
+                api_group: None,
+            }],
+        },
+    )
+}
+
+fn service(o: &Options) -> Explained<Service> {
+    let port = |name: &str, n: u16, app: &str| ServicePort {
+        name: Some(name.to_owned()),
+        port: n,
+        target_port: Some(json!(name)),
+        protocol: Some("TCP".to_owned()),
+        app_protocol: Some(app.to_owned()),
+        node_port: None,
+    };
+    Explained::new(
+        "What KEDA dials (scalerAddress) and Prometheus may scrape (http: /metrics).",
+        Service {
+            api_version: "v1".to_owned(),
+            kind: "Service".to_owned(),
+            metadata: meta(o),
+            spec: ServiceSpec {
+                kind: Some("ClusterIP".to_owned()),
+                selector: selector(),
+                ports: vec![
+                    port("grpc", GRPC_PORT, "kubernetes.io/h2c"),
+                    port("http", HTTP_PORT, "http"),
+                ],
+                extra: Extra::new(),
+            },
+        },
+    )
+}
+
+fn deployment(o: &Options) -> Explained<Deployment> {
+    let health = json!({ "path": "/healthz", "port": "http" });
+    let container = Container {
+        name: "scaler".to_owned(),
+        image: Some(o.inferscale_image.clone()),
+        args: Some(vec![
+            "scaler".to_owned(),
+            "--listen".to_owned(),
+            format!("0.0.0.0:{GRPC_PORT}"),
+            "--http-listen".to_owned(),
+            format!("0.0.0.0:{HTTP_PORT}"),
+        ]),
+        readiness_probe: Some(Probe {
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            extra: extra(json!({ "httpGet": health })),
+            ..Probe::default()
+        }),
+        resources: Some(Resources {
+            requests: quantities(&[("cpu", "100m"), ("memory", "64Mi")]),
+            limits: quantities(&[("memory", "256Mi")]),
+            extra: Extra::new(),
+        }),
+        extra: extra(json!({
+            "ports": [
+                { "name": "grpc", "containerPort": GRPC_PORT },
+                { "name": "http", "containerPort": HTTP_PORT },
+            ],
+            "livenessProbe": {
+                "httpGet": health,
+                "periodSeconds": 10,
+                "failureThreshold": 3,
+            },
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "readOnlyRootFilesystem": true,
+                "capabilities": { "drop": ["ALL"] },
+            },
+        })),
+        ..Container::default()
+    };
+    let object = Deployment {
+        api_version: "apps/v1".to_owned(),
+        kind: "Deployment".to_owned(),
+        metadata: meta(o),
+        spec: DeploymentSpec {
+            replicas: Some(1),
+            selector: json!({ "matchLabels": selector() }),
+            template: PodTemplateSpec {
+                metadata: Some(TemplateMeta {
+                    labels: Some(labels()),
+                    ..TemplateMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    extra: extra(json!({
+                        "serviceAccountName": NAME,
+                        "securityContext": {
+                            "runAsNonRoot": true,
+                            "runAsUser": 65_532,
+                            "seccompProfile": { "type": "RuntimeDefault" },
+                        },
+                    })),
+                    ..PodSpec::default()
+                }),
+                extra: Extra::new(),
+            },
+            extra: Extra::new(),
+        },
+    };
+    let mut e = Explained::new("The scaler.", object);
+    e.comment(
+        "spec.replicas",
+        "One: its windowed histograms live in memory. If it is down, KEDA's calls fail and the\nScaledObject's fallback holds the replicas (never fewer than are running).",
+    )
+    .comment(
+        "spec.template.spec.containers[0].args",
+        "0.0.0.0 in the pod: KEDA's operator dials the Service. Outside a pod the scaler binds\n127.0.0.1 unless told otherwise.",
+    );
+    e
+}
+
+/// `scaler.yaml`: five documents.
+pub fn scaler_file(t: &Thresholds, o: &Options) -> Result<String, ExplainError> {
+    Ok([
+        service_account(t, o).to_yaml()?,
+        role(o).to_yaml()?,
+        role_binding(o).to_yaml()?,
+        service(o).to_yaml()?,
+        deployment(o).to_yaml()?,
     ]
-    .join("---\n")
+    .join("---\n"))
 }

@@ -72,6 +72,7 @@ pub fn s(v: impl Into<String>) -> Y {
 }
 
 /// An integer value.
+#[cfg(test)]
 pub fn i(v: i64) -> Y {
     Y::Int(v)
 }
@@ -105,23 +106,12 @@ impl Y {
     }
 
     /// Adds a comment above `key` (which must exist).
+    #[cfg(test)]
     pub fn comment(mut self, key: &str, text: impl Into<String>) -> Y {
         if let Y::Map(entries) = &mut self
             && let Some(e) = entries.iter_mut().find(|e| e.key == key)
         {
             e.comment = Some(text.into());
-        }
-        self
-    }
-
-    /// Appends an entry to a mapping.
-    pub fn with(mut self, key: &str, value: Y) -> Y {
-        if let Y::Map(entries) = &mut self {
-            entries.push(Entry {
-                key: key.into(),
-                value,
-                comment: None,
-            });
         }
         self
     }
@@ -336,15 +326,17 @@ enum Step<'a> {
     Index(usize),
 }
 
-/// `spec.triggers[0].metadata.threshold` as steps; `None` when it is not a path.
+/// `spec.triggers[0].metadata.threshold` as steps; `None` when it is not a path. A path into
+/// a document that is a sequence (a JSON patch) starts with the index: `[0].op`.
 fn steps(path: &str) -> Option<Vec<Step<'_>>> {
     let mut out = Vec::new();
-    for part in path.split('.') {
+    for (n, part) in path.split('.').enumerate() {
         let (key, mut rest) = part.split_at(part.find('[').unwrap_or(part.len()));
-        if key.is_empty() {
+        if !key.is_empty() {
+            out.push(Step::Key(key));
+        } else if n > 0 || rest.is_empty() {
             return None;
         }
-        out.push(Step::Key(key));
         while let Some(r) = rest.strip_prefix('[') {
             let (n, after) = r.split_once(']')?;
             out.push(Step::Index(n.parse().ok()?));
@@ -571,6 +563,13 @@ mod tests {
             text,
             "# head\n# the name\nname: w\nparts:\n-\n  # the part\n  kind: prometheus\n  query: |-\n    sum(x{a=\"b\"})\n"
         );
+        // A document that is a sequence: its paths start with the index.
+        let mut list = Explained::new("patch", vec![whole.object.parts[0].clone()]);
+        list.comment("[0].kind", "first");
+        assert_eq!(
+            list.to_yaml().unwrap(),
+            "# patch\n-\n  # first\n  kind: prometheus\n  query: \"sum(x{a=\\\"b\\\"})\"\n"
+        );
         assert_eq!(parse(&text)["parts"][0]["query"], "sum(x{a=\"b\"})");
         for wrong in [
             "parts[1].kind",
@@ -579,6 +578,9 @@ mod tests {
             "name[0]",
             "parts[0].",
             "",
+            "[0]",
+            "[0].name",
+            "name.[0]",
         ] {
             let mut w = whole.clone();
             w.comment(wrong, "x");

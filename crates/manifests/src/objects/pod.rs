@@ -115,7 +115,7 @@ pub struct Volume {
 }
 
 /// A container.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
     /// The name (a strategic-merge patch matches containers by it).
