@@ -117,7 +117,7 @@ pub struct Source {
     pub started_at: String,
     /// The simulator's description, when the run was simulated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub simulated: Option<serde_json::Value>,
+    pub simulated: Option<inferscale_results::run::Simulated>,
     /// `max_num_seqs`, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<u32>,

@@ -415,6 +415,50 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// How far the scale-out → scale-in cycle got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cycle {
+    /// It scaled out and came back to its floor before the end.
+    Completed,
+    /// It never scaled out.
+    NoScaleOut,
+    /// It scaled out and had not come back by the end.
+    NotCompleted,
+}
+
+impl Cycle {
+    /// A table cell: `completed`, `no scale-out`, `not completed`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Cycle::Completed => "completed",
+            Cycle::NoScaleOut => "no scale-out",
+            Cycle::NotCompleted => "not completed",
+        }
+    }
+
+    /// A clause of a sentence.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Cycle::Completed => "the scale-out → scale-in cycle completed",
+            Cycle::NoScaleOut => "it never scaled out",
+            Cycle::NotCompleted => "the scale-in did not finish within the rehearsal",
+        }
+    }
+}
+
+impl Summary {
+    /// How far the scale-out → scale-in cycle got.
+    pub fn cycle(&self) -> Cycle {
+        if self.cycle_completed {
+            Cycle::Completed
+        } else if self.first_scale_out_s.is_none() {
+            Cycle::NoScaleOut
+        } else {
+            Cycle::NotCompleted
+        }
+    }
+}
+
 /// A span set apart, and the requests that arrived in it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Transient {

@@ -70,6 +70,56 @@ pub struct Traffic {
     segments: Vec<Segment>,
 }
 
+/// One piece of a pattern: how the rate moves over its `seconds`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Piece {
+    /// A constant rate (a hold, or a step or drop to it), req/s.
+    Hold {
+        /// The rate.
+        rps: f64,
+        /// How long.
+        seconds: f64,
+    },
+    /// A straight line from one rate to another.
+    Ramp {
+        /// The rate at the start.
+        from: f64,
+        /// The rate at the end.
+        to: f64,
+        /// How long.
+        seconds: f64,
+    },
+    /// A day's shape: a cosine from `low` up to `high` at the middle and back to `low`.
+    Diurnal {
+        /// The rate at the start and the end.
+        low: f64,
+        /// The rate at the middle.
+        high: f64,
+        /// How long.
+        seconds: f64,
+    },
+}
+
+impl Piece {
+    /// A constant `rps` for `seconds`.
+    pub fn hold(rps: f64, seconds: f64) -> Piece {
+        Piece::Hold { rps, seconds }
+    }
+
+    /// A line from `from` to `to` req/s over `seconds`.
+    pub fn ramp(from: f64, to: f64, seconds: f64) -> Piece {
+        Piece::Ramp { from, to, seconds }
+    }
+
+    fn seconds(&self) -> f64 {
+        match *self {
+            Piece::Hold { seconds, .. }
+            | Piece::Ramp { seconds, .. }
+            | Piece::Diurnal { seconds, .. } => seconds,
+        }
+    }
+}
+
 /// A rate in req/s, or `fail` with why not.
 fn rate(s: &str, fail: impl Fn(String) -> TrafficError) -> Result<f64, TrafficError> {
     let v: f64 = s
@@ -83,6 +133,62 @@ fn rate(s: &str, fail: impl Fn(String) -> TrafficError) -> Result<f64, TrafficEr
 }
 
 impl Traffic {
+    /// `pieces` one after another from time 0, then no traffic.
+    pub fn of(pieces: &[Piece]) -> Traffic {
+        let mut segments = Vec::with_capacity(pieces.len() + 1);
+        let mut t = 0.0;
+        for p in pieces {
+            let (r0, r1, diurnal) = match *p {
+                Piece::Hold { rps, .. } => (rps, rps, false),
+                Piece::Ramp { from, to, .. } => (from, to, false),
+                Piece::Diurnal { low, high, .. } => (low, high, true),
+            };
+            let end = t + p.seconds();
+            segments.push(Segment {
+                start: t,
+                end,
+                r0,
+                r1,
+                diurnal,
+            });
+            t = end;
+        }
+        segments.push(Segment {
+            start: t,
+            end: f64::INFINITY,
+            r0: 0.0,
+            r1: 0.0,
+            diurnal: false,
+        });
+        Traffic { segments }
+    }
+
+    /// Each `(time_s, rps)` point's rate held until the next point's time, the last one from
+    /// its time on, and no traffic before the first. The times rise.
+    pub fn steps(points: &[(f64, f64)]) -> Traffic {
+        let mut segments = Vec::with_capacity(points.len() + 1);
+        if points.first().is_none_or(|p| p.0 > 0.0) {
+            segments.push(Segment {
+                start: 0.0,
+                end: points.first().map_or(f64::INFINITY, |p| p.0),
+                r0: 0.0,
+                r1: 0.0,
+                diurnal: false,
+            });
+        }
+        for (i, &(t, r)) in points.iter().enumerate() {
+            let end = points.get(i + 1).map_or(f64::INFINITY, |n| n.0);
+            segments.push(Segment {
+                start: t,
+                end,
+                r0: r,
+                r1: r,
+                diurnal: false,
+            });
+        }
+        Traffic { segments }
+    }
+
     /// A constant rate from 0 on.
     pub fn constant(rps: f64) -> Traffic {
         Traffic {
@@ -149,27 +255,7 @@ impl Traffic {
                 message: "no rows (expected lines of time_s,rps)".into(),
             });
         }
-        let mut segments = Vec::new();
-        if rows[0].0 > 0.0 {
-            segments.push(Segment {
-                start: 0.0,
-                end: rows[0].0,
-                r0: 0.0,
-                r1: 0.0,
-                diurnal: false,
-            });
-        }
-        for (i, &(t, r)) in rows.iter().enumerate() {
-            let end = rows.get(i + 1).map_or(f64::INFINITY, |n| n.0);
-            segments.push(Segment {
-                start: t,
-                end,
-                r0: r,
-                r1: r,
-                diurnal: false,
-            });
-        }
-        Ok(Traffic { segments })
+        Ok(Traffic::steps(&rows))
     }
 
     /// Reads a pattern, with `duration` reading one duration in seconds.
@@ -177,8 +263,7 @@ impl Traffic {
         text: &str,
         duration: impl Fn(&str) -> Result<f64, E>,
     ) -> Result<Traffic, TrafficError> {
-        let mut segments = Vec::new();
-        let mut t = 0.0;
+        let mut pieces = Vec::new();
         for (i, part) in text.split(',').enumerate() {
             let part = part.trim();
             let fail = |m: String| TrafficError {
@@ -195,16 +280,22 @@ impl Traffic {
             if len <= 0.0 {
                 return Err(fail("the duration must be more than 0".into()));
             }
-            let (r0, r1, diurnal) = match kind.trim() {
-                "hold" | "step" | "drop" => {
-                    let r = rate(rates, fail)?;
-                    (r, r, false)
-                }
+            let piece = match kind.trim() {
+                "hold" | "step" | "drop" => Piece::hold(rate(rates, fail)?, len),
                 "ramp" | "diurnal" => {
                     let (a, b) = rates
                         .split_once("..")
                         .ok_or_else(|| fail(format!("{kind} takes FROM..TO rates")))?;
-                    (rate(a, fail)?, rate(b, fail)?, kind.trim() == "diurnal")
+                    let (a, b) = (rate(a, fail)?, rate(b, fail)?);
+                    if kind.trim() == "diurnal" {
+                        Piece::Diurnal {
+                            low: a,
+                            high: b,
+                            seconds: len,
+                        }
+                    } else {
+                        Piece::ramp(a, b, len)
+                    }
                 }
                 other => {
                     return Err(fail(format!(
@@ -212,23 +303,9 @@ impl Traffic {
                     )));
                 }
             };
-            segments.push(Segment {
-                start: t,
-                end: t + len,
-                r0,
-                r1,
-                diurnal,
-            });
-            t += len;
+            pieces.push(piece);
         }
-        segments.push(Segment {
-            start: t,
-            end: f64::INFINITY,
-            r0: 0.0,
-            r1: 0.0,
-            diurnal: false,
-        });
-        Ok(Traffic { segments })
+        Ok(Traffic::of(&pieces))
     }
 
     /// The instants where the rate rises at once (a trace's row, a step segment) by more
@@ -466,6 +543,29 @@ mod tests {
             assert_eq!(e.where_, line, "{bad}: {e}");
         }
         assert!(Traffic::from_csv("time_s,rps\n").is_err());
+    }
+
+    #[test]
+    fn typed_pieces_and_points_are_what_the_texts_say() {
+        let text = Traffic::pattern("ramp:0..60@10m,step:90@5m,diurnal:10..50@1h", secs)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let typed = Traffic::of(&[
+            Piece::ramp(0.0, 60.0, 600.0),
+            Piece::hold(90.0, 300.0),
+            Piece::Diurnal {
+                low: 10.0,
+                high: 50.0,
+                seconds: 3600.0,
+            },
+        ]);
+        assert_eq!(text, typed);
+        let csv = Traffic::from_csv("time_s,rps\n30,10\n60,20\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(csv, Traffic::steps(&[(30.0, 10.0), (60.0, 20.0)]));
+        assert_eq!(csv.rate_at(10.0), 0.0);
+        assert_eq!(
+            Traffic::steps(&[(0.0, 5.0)]),
+            Traffic::from_csv("0,5\n").unwrap_or_else(|e| panic!("{e}"))
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::rehearse::{
     Client, Exporters, Outcome, Outcomes, REACTION_S, RehearseError, Setup, Window, rehearse,
     start_up_transients,
 };
-use crate::traffic::Traffic;
+use crate::traffic::{Piece, Traffic};
 
 /// One trace of a suite.
 #[derive(Debug, Clone)]
@@ -76,15 +76,6 @@ impl Trace {
     }
 }
 
-fn seconds(s: &str) -> Result<f64, inferscale_catalog::units::DurationError> {
-    inferscale_catalog::units::parse_duration(s).map(|d| d.as_secs_f64())
-}
-
-fn pattern(spec: &str) -> Traffic {
-    // The built-in specs are well formed; a failure here is a bug in this file.
-    Traffic::pattern(spec, seconds).unwrap_or_else(|e| unreachable!("built-in pattern: {e}"))
-}
-
 /// The suite tuned on, in multiples of `capacity_rps` (one replica's measured capacity):
 /// steady loads at 0.6×, 1.5× and 2.5× (45 min each), a step from 0.5× to 2.5× and back, a
 /// ramp to 3× and down, a day's cosine from 0.3× to 3× compressed into 2 h, and a 2-minute
@@ -102,12 +93,11 @@ pub fn builtin_suite(capacity_rps: f64) -> Vec<Trace> {
                 r(0.5),
                 r(2.5)
             ),
-            pattern(&format!(
-                "hold:{}@600s,step:{}@1200s,drop:{}@1200s",
-                r(0.5),
-                r(2.5),
-                r(0.5)
-            )),
+            Traffic::of(&[
+                Piece::hold(r(0.5), 600.0),
+                Piece::hold(r(2.5), 1200.0),
+                Piece::hold(r(0.5), 1200.0),
+            ]),
             3000.0,
         ),
         Trace::new(
@@ -117,18 +107,17 @@ pub fn builtin_suite(capacity_rps: f64) -> Vec<Trace> {
                 r(1.0),
                 r(3.0)
             ),
-            pattern(&format!(
-                "hold:{}@900s,step:{}@120s,drop:{}@1380s",
-                r(1.0),
-                r(3.0),
-                r(1.0)
-            )),
+            Traffic::of(&[
+                Piece::hold(r(1.0), 900.0),
+                Piece::hold(r(3.0), 120.0),
+                Piece::hold(r(1.0), 1380.0),
+            ]),
             2400.0,
         ),
         Trace::new(
             "steady-2.5x",
             format!("{} req/s (2.5×) held for 45 min", r(2.5)),
-            pattern(&format!("hold:{}@2700s", r(2.5))),
+            Traffic::of(&[Piece::hold(r(2.5), 2700.0)]),
             2700.0,
         ),
         Trace::new(
@@ -138,15 +127,12 @@ pub fn builtin_suite(capacity_rps: f64) -> Vec<Trace> {
                 r(0.5),
                 r(3.0)
             ),
-            pattern(&format!(
-                "ramp:{}..{}@1800s,hold:{}@600s,ramp:{}..{}@900s,hold:{}@300s",
-                r(0.5),
-                r(3.0),
-                r(3.0),
-                r(3.0),
-                r(0.5),
-                r(0.5)
-            )),
+            Traffic::of(&[
+                Piece::ramp(r(0.5), r(3.0), 1800.0),
+                Piece::hold(r(3.0), 600.0),
+                Piece::ramp(r(3.0), r(0.5), 900.0),
+                Piece::hold(r(0.5), 300.0),
+            ]),
             3600.0,
         ),
         Trace::new(
@@ -156,19 +142,23 @@ pub fn builtin_suite(capacity_rps: f64) -> Vec<Trace> {
                 r(0.3),
                 r(3.0)
             ),
-            pattern(&format!("diurnal:{}..{}@7200s", r(0.3), r(3.0))),
+            Traffic::of(&[Piece::Diurnal {
+                low: r(0.3),
+                high: r(3.0),
+                seconds: 7200.0,
+            }]),
             7200.0,
         ),
         Trace::new(
             "steady-1.5x",
             format!("{} req/s (1.5×) held for 45 min", r(1.5)),
-            pattern(&format!("hold:{}@2700s", r(1.5))),
+            Traffic::of(&[Piece::hold(r(1.5), 2700.0)]),
             2700.0,
         ),
         Trace::new(
             "steady-0.6x",
             format!("{} req/s (0.6×) held for 45 min", r(0.6)),
-            pattern(&format!("hold:{}@2700s", r(0.6))),
+            Traffic::of(&[Piece::hold(r(0.6), 2700.0)]),
             2700.0,
         ),
     ]
@@ -182,7 +172,7 @@ pub fn builtin_held_out(capacity_rps: f64) -> Vec<Trace> {
         Trace::new(
             "steady-1.2x",
             format!("{} req/s (1.2×) held for 45 min", r(1.2)),
-            pattern(&format!("hold:{}@2700s", r(1.2))),
+            Traffic::of(&[Piece::hold(r(1.2), 2700.0)]),
             2700.0,
         ),
         Trace::new(
@@ -192,12 +182,11 @@ pub fn builtin_held_out(capacity_rps: f64) -> Vec<Trace> {
                 r(0.7),
                 r(1.8)
             ),
-            pattern(&format!(
-                "hold:{}@600s,step:{}@900s,drop:{}@900s",
-                r(0.7),
-                r(1.8),
-                r(0.7)
-            )),
+            Traffic::of(&[
+                Piece::hold(r(0.7), 600.0),
+                Piece::hold(r(1.8), 900.0),
+                Piece::hold(r(0.7), 900.0),
+            ]),
             2400.0,
         ),
         Trace::new(
@@ -207,14 +196,13 @@ pub fn builtin_held_out(capacity_rps: f64) -> Vec<Trace> {
                 r(0.8),
                 r(2.0)
             ),
-            pattern(&format!(
-                "hold:{}@600s,step:{}@180s,drop:{}@900s,step:{}@180s,drop:{}@540s",
-                r(0.8),
-                r(2.0),
-                r(0.8),
-                r(2.0),
-                r(0.8)
-            )),
+            Traffic::of(&[
+                Piece::hold(r(0.8), 600.0),
+                Piece::hold(r(2.0), 180.0),
+                Piece::hold(r(0.8), 900.0),
+                Piece::hold(r(2.0), 180.0),
+                Piece::hold(r(0.8), 540.0),
+            ]),
             2400.0,
         ),
     ]
@@ -424,7 +412,24 @@ pub struct Evaluated {
     pub steady_flaps: usize,
 }
 
+/// GPU-hours as a multiple of the perfect-foresight schedule's.
+fn over_foresight(gpu_hours: f64, foresight_gpu_hours: f64) -> f64 {
+    gpu_hours / foresight_gpu_hours.max(1e-9)
+}
+
+impl TraceResult {
+    /// Its GPU-hours as a multiple of the perfect-foresight schedule's.
+    pub fn cost_ratio(&self) -> f64 {
+        over_foresight(self.gpu_hours, self.foresight_gpu_hours)
+    }
+}
+
 impl Evaluated {
+    /// Its GPU-hours on the traces it ran as a multiple of the perfect-foresight schedule's.
+    pub fn cost_ratio(&self) -> f64 {
+        over_foresight(self.gpu_hours, self.foresight_gpu_hours)
+    }
+
     /// Where and why its rehearsal stopped early (`stopped at step-2.5x: …`); empty when it
     /// was rehearsed on every trace.
     pub fn stopped(&self) -> String {
@@ -642,7 +647,7 @@ impl Tuner<'_> {
             result.attainment * 100.0,
             result.attainment_outside * 100.0,
             result.gpu_hours,
-            result.gpu_hours / foresight.max(1e-9),
+            result.cost_ratio(),
             result.flaps,
             result
                 .why_not
@@ -1205,7 +1210,7 @@ fn statements(
                 ));
             }
         }
-        let ratio = r.gpu_hours / r.foresight_gpu_hours.max(1e-9);
+        let ratio = r.cost_ratio();
         if ratio > 1.3 {
             out.push(format!(
                 "{}: {:.2} GPU-h, {ratio:.2}× the perfect-foresight schedule's {:.2} (a reactive policy pays for its start-ups and its scale-down window)",
@@ -1217,7 +1222,7 @@ fn statements(
         "chosen: {} — {:.2} GPU-h on the suite ({:.2}× perfect foresight), worst trace {:.2} % within the SLO outside the transients, {} steady flaps; the seeds' configuration: {:.2} GPU-h, worst {:.2} %, {} steady flaps",
         chosen.label,
         chosen.gpu_hours,
-        chosen.gpu_hours / chosen.foresight_gpu_hours.max(1e-9),
+        chosen.cost_ratio(),
         chosen.worst_attainment * 100.0,
         chosen.steady_flaps,
         seeds.gpu_hours,
@@ -1236,7 +1241,7 @@ mod tests {
     fn foresight_pays_each_start_up_once() {
         // 10 req/s per replica; 15 req/s for an hour, 35 for an hour: 2 then 4 replicas, the
         // two added at 1 h started 300 s ahead.
-        let t = Traffic::from_csv("time_s,rps\n0,15\n3600,35\n").unwrap_or_else(|e| panic!("{e}"));
+        let t = Traffic::steps(&[(0.0, 15.0), (3600.0, 35.0)]);
         let g = foresight_gpu_hours(&t, 7200.0, 10.0, 300.0, 1);
         assert!((g - (2.0 + 4.0 + 2.0 * 300.0 / 3600.0)).abs() < 1e-6, "{g}");
         // Two GPUs a replica: twice.

@@ -79,13 +79,8 @@ const fn f(
     filter: (&'static str, &'static [&'static str]),
 ) -> MetricName {
     MetricName {
-        engine,
-        signal,
-        name,
-        status,
-        versions,
-        read: Read::Value,
         filter: Some(filter),
+        ..n(engine, signal, name, status, versions, Read::Value)
     }
 }
 

@@ -997,26 +997,61 @@ impl Engine {
         let mut scheduled = std::mem::take(&mut self.spare_scheduled);
         scheduled.clear();
         let mut shape = StepShape::default();
-        // The decoders first: they are the front of the batch. When the cache holds their
-        // new blocks and the budget their tokens, they are scheduled as the loop below would
-        // schedule them one by one; otherwise they rejoin the plain list and go through it.
-        if self.decoders.len > 0 {
-            let d = &self.decoders;
-            let ordered = self.running.first().is_none_or(|r| r.seq > d.max_seq);
-            if ordered && d.len <= budget && self.pool.take(d.blocks_needed()) {
-                budget -= d.len;
-                shape.decode_seqs += d.len;
-                shape.decode_context_tokens += d.computed_sum + u64::from(d.len);
-                shape.sampled += d.len;
-            } else {
-                self.materialize();
-            }
+        self.schedule_decoders(&mut budget, &mut shape);
+        let preempted = self.schedule_running(&mut budget, &mut scheduled, &mut shape);
+        if !preempted {
+            let cutoff = self.admission_cutoff(&scheduled);
+            self.admit_waiting(budget, cutoff, &mut scheduled, &mut shape);
         }
+        self.stats.running = self.running.len() as u32 + self.decoders.len;
+        self.stats.waiting = self.waiting_now();
+        self.stats.kv_usage = self.pool.usage();
+        if scheduled.is_empty() && self.decoders.len == 0 {
+            self.spare_scheduled = scheduled;
+            return false;
+        }
+        let duration = self.step_duration(&shape);
+        self.in_flight = Some(InFlight {
+            end: self.now + duration,
+            scheduled,
+        });
+        self.planned_at = Some((self.now, self.now + duration));
+        true
+    }
+
+    /// The decoders first: they are the front of the batch. When the cache holds their new
+    /// blocks and the budget their tokens, they are scheduled as the plain list would schedule
+    /// them one by one; otherwise they rejoin the plain list and go through it.
+    fn schedule_decoders(&mut self, budget: &mut u32, shape: &mut StepShape) {
+        if self.decoders.len == 0 {
+            return;
+        }
+        let d = &self.decoders;
+        let ordered = self.running.first().is_none_or(|r| r.seq > d.max_seq);
+        if ordered && d.len <= *budget && self.pool.take(d.blocks_needed()) {
+            *budget -= d.len;
+            shape.decode_seqs += d.len;
+            shape.decode_context_tokens += d.computed_sum + u64::from(d.len);
+            shape.sampled += d.len;
+        } else {
+            self.materialize();
+        }
+    }
+
+    /// The running requests in order, each its next chunk within the budget, preempting the
+    /// lowest-priority request (the one added last) while the cache cannot hold a chunk.
+    /// Returns whether any request was preempted.
+    fn schedule_running(
+        &mut self,
+        budget: &mut u32,
+        scheduled: &mut Vec<(u64, u32)>,
+        shape: &mut StepShape,
+    ) -> bool {
         let mut preempted = false;
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
+        while i < self.running.len() && *budget > 0 {
             let want = self.running[i].total() - self.running[i].computed;
-            let n = want.min(u64::from(budget)) as u32;
+            let n = want.min(u64::from(*budget)) as u32;
             if n == 0 {
                 i += 1;
                 continue;
@@ -1031,7 +1066,6 @@ impl Engine {
                     ok = true;
                     break;
                 }
-                // Preempt the lowest-priority request: the one added last.
                 let Some(mut victim) = self.running.pop() else {
                     break;
                 };
@@ -1050,14 +1084,19 @@ impl Engine {
                 break;
             }
             scheduled.push((self.running[i].seq, n));
-            Self::add_to_shape(&mut shape, &self.running[i], n);
-            budget -= n;
+            Self::add_to_shape(shape, &self.running[i], n);
+            *budget -= n;
             i += 1;
         }
-        // With async scheduling and steps back to back, this step was planned when the one
-        // before it started: what became ready later waits for the next. A step that would
-        // otherwise be empty is planned now (the pipeline had drained).
-        let cutoff = match self.planned_at {
+        preempted
+    }
+
+    /// The latest arrival this step may admit. With async scheduling and steps back to back,
+    /// this step was planned when the one before it started: what became ready later waits
+    /// for the next. A step that would otherwise be empty is planned now (the pipeline had
+    /// drained).
+    fn admission_cutoff(&self, scheduled: &[(u64, u32)]) -> f64 {
+        match self.planned_at {
             Some((start, end))
                 if self.cfg.overheads.async_scheduling
                     && !self.cfg.enforce_eager
@@ -1067,49 +1106,55 @@ impl Engine {
                 start
             }
             _ => self.now,
-        };
-        if !preempted {
-            while budget > 0
-                && (self.running.len() as u32 + self.decoders.len) < self.cfg.max_num_seqs
-            {
-                let Some(r) = self.waiting.front_mut() else {
-                    break;
-                };
-                if r.ready > cutoff {
-                    break;
-                }
-                let Some(n) = Self::admit(
-                    &mut self.pool,
-                    &mut self.stats,
-                    r,
-                    budget,
-                    self.cfg.chunked_prefill,
-                ) else {
-                    break;
-                };
-                let Some(mut r) = self.waiting.pop_front() else {
-                    break;
-                };
-                if r.first_scheduled.is_none() {
-                    r.first_scheduled = Some(self.now);
-                    self.stats.queue_time.observe(self.now - r.arrival);
-                }
-                r.seq = self.next_seq;
-                self.next_seq += 1;
-                scheduled.push((r.seq, n));
-                Self::add_to_shape(&mut shape, &r, n);
-                budget -= n;
-                self.running.push(r);
+        }
+    }
+
+    /// Waiting requests ready by `cutoff`, in order, while the budget, the batch and the cache
+    /// take them.
+    fn admit_waiting(
+        &mut self,
+        mut budget: u32,
+        cutoff: f64,
+        scheduled: &mut Vec<(u64, u32)>,
+        shape: &mut StepShape,
+    ) {
+        while budget > 0 && (self.running.len() as u32 + self.decoders.len) < self.cfg.max_num_seqs
+        {
+            let Some(r) = self.waiting.front_mut() else {
+                break;
+            };
+            if r.ready > cutoff {
+                break;
             }
+            let Some(n) = Self::admit(
+                &mut self.pool,
+                &mut self.stats,
+                r,
+                budget,
+                self.cfg.chunked_prefill,
+            ) else {
+                break;
+            };
+            let Some(mut r) = self.waiting.pop_front() else {
+                break;
+            };
+            if r.first_scheduled.is_none() {
+                r.first_scheduled = Some(self.now);
+                self.stats.queue_time.observe(self.now - r.arrival);
+            }
+            r.seq = self.next_seq;
+            self.next_seq += 1;
+            scheduled.push((r.seq, n));
+            Self::add_to_shape(shape, &r, n);
+            budget -= n;
+            self.running.push(r);
         }
-        self.stats.running = self.running.len() as u32 + self.decoders.len;
-        self.stats.waiting = self.waiting_now();
-        self.stats.kv_usage = self.pool.usage();
-        if scheduled.is_empty() && self.decoders.len == 0 {
-            self.spare_scheduled = scheduled;
-            return false;
-        }
-        let mut cost = self.cost.step(&shape, 1.0 / self.clock);
+    }
+
+    /// How long a step of `shape` takes (the cost model, the first passes' warm-up, an
+    /// injected slowdown), counted into the statistics; the clocks ramp up meanwhile.
+    fn step_duration(&mut self, shape: &StepShape) -> f64 {
+        let mut cost = self.cost.step(shape, 1.0 / self.clock);
         let mut duration = cost.total_s;
         if !self.cost.is_instant() {
             if shape.prefill_seqs > 0 && !self.seen_prefill {
@@ -1140,12 +1185,7 @@ impl Engine {
             let w = self.cfg.warmup;
             self.clock = 1.0 - (1.0 - self.clock) * (-duration / w.clock_ramp_s.max(1e-9)).exp();
         }
-        self.in_flight = Some(InFlight {
-            end: self.now + duration,
-            scheduled,
-        });
-        self.planned_at = Some((self.now, self.now + duration));
-        true
+        duration
     }
 
     /// Adds request `r`, computing `n` tokens this step, to the step's shape (read before
@@ -1169,33 +1209,78 @@ impl Engine {
         }
     }
 
+    /// Ends the step in flight at its end time: every scheduled request computed its tokens,
+    /// those that produced one record it, those that reached their end finish, and what decodes
+    /// next joins the decoders.
     fn complete(&mut self, f: InFlight, events: &mut Vec<Event>) {
         self.now = f.end;
         let t = f.end;
-        // Decoders cancelled during the step computed its token but produce nothing: they
-        // rejoin the plain list, where the reaper finds them.
-        if self.decoders.cancelled > 0 {
-            let d = &self.decoders;
-            let marked: Vec<u32> = d
-                .live_slots()
-                .filter(|&i| d.slots[i as usize].cancelled.is_some())
-                .collect();
-            for slot in marked {
-                let mut r = self.decoders.take(slot);
-                r.computed += 1;
-                r.blocks = blocks_for(r.computed).saturating_sub(r.pb);
-                self.insert_running(r);
-                self.cancel_pending = true;
-            }
-            self.decoders.cancelled = 0;
+        self.rejoin_cancelled_decoders();
+        let mut finished = std::mem::take(&mut self.spare_finished);
+        finished.clear();
+        self.advance_running(&f.scheduled, t, &mut finished, events);
+        self.spare_scheduled = f.scheduled;
+        let plain_ended = finished.len();
+        self.advance_decoders(t, &mut finished, events);
+        // Reported in the batch's order (the plain list's part is, reversed).
+        finished[..plain_ended].reverse();
+        if !finished.is_sorted_by_key(|f| f.0.seq) {
+            finished.sort_unstable_by_key(|f| f.0.seq);
         }
+        for (mut r, reason, normal) in finished.drain(..) {
+            Self::release(&mut self.pool, &mut r);
+            if normal {
+                self.record_finished(&r, t);
+            }
+            self.finish(r, reason, t, events);
+        }
+        self.spare_finished = finished;
+        self.reap_aborted(t, events);
+        self.promote_decoders(t);
+        self.stats.running = self.running.len() as u32 + self.decoders.len;
+        self.stats.waiting = self.waiting_now();
+        self.stats.kv_usage = self.pool.usage();
+        self.stats.now = t;
+    }
+
+    /// Decoders cancelled during the step computed its token but produce nothing: they rejoin
+    /// the plain list, where the reaper finds them.
+    fn rejoin_cancelled_decoders(&mut self) {
+        if self.decoders.cancelled == 0 {
+            return;
+        }
+        let d = &self.decoders;
+        let marked: Vec<u32> = d
+            .live_slots()
+            .filter(|&i| d.slots[i as usize].cancelled.is_some())
+            .collect();
+        for slot in marked {
+            let mut r = self.decoders.take(slot);
+            r.computed += 1;
+            r.blocks = blocks_for(r.computed).saturating_sub(r.pb);
+            self.insert_running(r);
+            self.cancel_pending = true;
+        }
+        self.decoders.cancelled = 0;
+    }
+
+    /// The plain list's part of the step at `t`: each scheduled request computed its tokens;
+    /// one that produced a token records it, and one that reached its end is removed from the
+    /// running list into `finished` (in reverse batch order).
+    fn advance_running(
+        &mut self,
+        scheduled: &[(u64, u32)],
+        t: f64,
+        finished: &mut Vec<(Req, FinishReason, bool)>,
+        events: &mut Vec<Event>,
+    ) {
         let mut ended = std::mem::take(&mut self.spare_ended);
         ended.clear();
         let mut j = 0;
         // Decoding requests mostly share one inter-token latency: record runs of equal
         // values with one bucket search.
         let mut itl_run = (0.0_f64, 0_u64);
-        for &(seq, n) in &f.scheduled {
+        for &(seq, n) in scheduled {
             // Scheduled requests are still in `running`, in order (preemption happens only at
             // the start of a step); skip the ones that were not scheduled.
             while j < self.running.len() && self.running[j].seq != seq {
@@ -1260,85 +1345,80 @@ impl Engine {
             }
         }
         self.stats.itl.observe_repeated(itl_run.0, itl_run.1);
-        self.spare_scheduled = f.scheduled;
-        let mut finished = std::mem::take(&mut self.spare_finished);
-        finished.clear();
         // Removed from the back (each removal moves only the requests after it).
         for &(at, reason, normal) in ended.iter().rev() {
             finished.push((self.running.remove(at), reason, normal));
         }
-        let plain_ended = finished.len();
         self.spare_ended = ended;
-        // Every decoder computed and produced one token.
+    }
+
+    /// Every decoder computed and produced one token at `t`; those whose end came leave
+    /// the decoders into `finished`.
+    fn advance_decoders(
+        &mut self,
+        t: f64,
+        finished: &mut Vec<(Req, FinishReason, bool)>,
+        events: &mut Vec<Event>,
+    ) {
         let d = &mut self.decoders;
-        if d.len > 0 {
-            d.g += 1;
-            d.computed_sum += u64::from(d.len);
-            self.stats.generation_tokens += u64::from(d.len);
-            self.stats
-                .itl
-                .observe_repeated(t - d.last_t, u64::from(d.len));
-            d.last_t = t;
-            if self.token_events {
-                for slot in d.live_slots() {
-                    let r = &d.slots[slot as usize];
-                    events.push(Event {
-                        id: r.id,
-                        t,
-                        kind: EventKind::Token,
-                        output_tokens: r.output + (d.g - r.g0) as u32,
-                        prompt_tokens: r.prompt,
-                        arrival: r.arrival,
-                        first_token: None,
-                        preemptions: 0,
-                    });
+        if d.len == 0 {
+            return;
+        }
+        d.g += 1;
+        d.computed_sum += u64::from(d.len);
+        self.stats.generation_tokens += u64::from(d.len);
+        self.stats
+            .itl
+            .observe_repeated(t - d.last_t, u64::from(d.len));
+        d.last_t = t;
+        if self.token_events {
+            for slot in d.live_slots() {
+                let r = &d.slots[slot as usize];
+                events.push(Event {
+                    id: r.id,
+                    t,
+                    kind: EventKind::Token,
+                    output_tokens: r.output + (d.g - r.g0) as u32,
+                    prompt_tokens: r.prompt,
+                    arrival: r.arrival,
+                    first_token: None,
+                    preemptions: 0,
+                });
+            }
+        }
+        let at = (d.g % END_RING) as usize;
+        // The bucket is worked in place: what waits another turn of the ring stays in it
+        // (moved to the front), keeping its allocation.
+        let mut due = std::mem::take(&mut d.ends[at]);
+        let mut kept = 0;
+        for i in 0..due.len() {
+            let (seq, slot) = due[i];
+            let Some(r) = d.slots.get(slot as usize).filter(|r| r.seq == seq) else {
+                continue; // It left the decoders.
+            };
+            let left = u64::from(r.end()) - u64::from(r.output) - (d.g - r.g0);
+            if left > 0 {
+                if left.is_multiple_of(END_RING) {
+                    due[kept] = (seq, slot); // Another turn of the ring.
+                    kept += 1;
                 }
+                continue;
             }
-            let at = (d.g % END_RING) as usize;
-            // The bucket is worked in place: what waits another turn of the ring stays in
-            // it (moved to the front), keeping its allocation.
-            let mut due = std::mem::take(&mut d.ends[at]);
-            let mut kept = 0;
-            for i in 0..due.len() {
-                let (seq, slot) = due[i];
-                let Some(r) = d.slots.get(slot as usize).filter(|r| r.seq == seq) else {
-                    continue; // It left the decoders.
-                };
-                let left = u64::from(r.end()) - u64::from(r.output) - (d.g - r.g0);
-                if left > 0 {
-                    if left.is_multiple_of(END_RING) {
-                        due[kept] = (seq, slot); // Another turn of the ring.
-                        kept += 1;
-                    }
-                    continue;
-                }
-                let r = d.take(slot);
-                let (reason, normal) = match r.cut {
-                    Some((n, reason)) if r.output >= n => (reason, reason.is_normal()),
-                    _ if r.output >= r.max_tokens => (FinishReason::Length, true),
-                    _ => (FinishReason::Stop, true),
-                };
-                finished.push((r, reason, normal));
-            }
-            due.truncate(kept);
-            debug_assert!(d.ends[at].is_empty());
-            d.ends[at] = due;
+            let r = d.take(slot);
+            let (reason, normal) = match r.cut {
+                Some((n, reason)) if r.output >= n => (reason, reason.is_normal()),
+                _ if r.output >= r.max_tokens => (FinishReason::Length, true),
+                _ => (FinishReason::Stop, true),
+            };
+            finished.push((r, reason, normal));
         }
-        // Reported in the batch's order (the plain list's part is, reversed).
-        finished[..plain_ended].reverse();
-        if !finished.is_sorted_by_key(|f| f.0.seq) {
-            finished.sort_unstable_by_key(|f| f.0.seq);
-        }
-        for (mut r, reason, normal) in finished.drain(..) {
-            Self::release(&mut self.pool, &mut r);
-            if normal {
-                self.record_finished(&r, t);
-            }
-            self.finish(r, reason, t, events);
-        }
-        self.spare_finished = finished;
-        self.reap_aborted(t, events);
-        // What produced a token now and decodes next joins the decoders.
+        due.truncate(kept);
+        debug_assert!(d.ends[at].is_empty());
+        d.ends[at] = due;
+    }
+
+    /// What produced a token at `t` and decodes next joins the decoders.
+    fn promote_decoders(&mut self, t: f64) {
         let d = &mut self.decoders;
         d.last_t = t;
         let shortcut = self.shortcut;
@@ -1354,10 +1434,6 @@ impl Engine {
             }
             !decodes
         });
-        self.stats.running = self.running.len() as u32 + self.decoders.len;
-        self.stats.waiting = self.waiting_now();
-        self.stats.kv_usage = self.pool.usage();
-        self.stats.now = t;
     }
 
     fn reap_aborted(&mut self, t: f64, events: &mut Vec<Event>) {

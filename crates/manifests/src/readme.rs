@@ -33,6 +33,7 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         t.source.url
     );
     if let Some(sim) = &t.source.simulated {
+        let sim = sim.describe();
         let _ = writeln!(
             r,
             "> **Simulated.** These numbers come from inferscale's embedded simulator ({sim}), not\n> from your hardware. Rerun `inferscale run --url http://<your vLLM>:8000` and regenerate\n> before relying on them.\n"

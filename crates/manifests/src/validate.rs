@@ -150,11 +150,16 @@ pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>)
                     (None, _) => errors.push(format!("{p}: unknown field")),
                 }
             }
-            if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
-                && (m.len() as u64) < min
-            {
-                errors.push(format!("{here}: fewer than {min} properties"));
-            }
+            let n = m.len() as u64;
+            let words = ("fewer", "more", "properties");
+            counted(
+                schema,
+                ("minProperties", "maxProperties"),
+                n,
+                words,
+                here,
+                errors,
+            );
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
@@ -162,29 +167,14 @@ pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>)
                     self::schema(s, v, &format!("{path}[{i}]"), errors);
                 }
             }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-                && (items.len() as u64) < min
-            {
-                errors.push(format!("{here}: fewer than {min} items"));
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-                && (items.len() as u64) > max
-            {
-                errors.push(format!("{here}: more than {max} items"));
-            }
+            let n = items.len() as u64;
+            let words = ("fewer", "more", "items");
+            counted(schema, ("minItems", "maxItems"), n, words, here, errors);
         }
         Value::String(s) => {
             let n = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-                && n < min
-            {
-                errors.push(format!("{here}: shorter than {min} characters"));
-            }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-                && n > max
-            {
-                errors.push(format!("{here}: longer than {max} characters"));
-            }
+            let words = ("shorter", "longer", "characters");
+            counted(schema, ("minLength", "maxLength"), n, words, here, errors);
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 match regex(p) {
                     Some(r) if !r.is_match(s) => {
@@ -216,6 +206,28 @@ pub fn schema(schema: &Value, doc: &Value, path: &str, errors: &mut Vec<String>)
             }
         }
         _ => {}
+    }
+}
+
+/// A count (`n` items, characters or properties) against the schema's bounds under `keys`
+/// (`minItems`, `maxItems`), worded with `(below, above, unit)`: "fewer than 1 items".
+fn counted(
+    schema: &Value,
+    (min_key, max_key): (&str, &str),
+    n: u64,
+    (below, above, unit): (&str, &str, &str),
+    here: &str,
+    errors: &mut Vec<String>,
+) {
+    if let Some(min) = schema.get(min_key).and_then(Value::as_u64)
+        && n < min
+    {
+        errors.push(format!("{here}: {below} than {min} {unit}"));
+    }
+    if let Some(max) = schema.get(max_key).and_then(Value::as_u64)
+        && n > max
+    {
+        errors.push(format!("{here}: {above} than {max} {unit}"));
     }
 }
 

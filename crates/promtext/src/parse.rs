@@ -162,6 +162,16 @@ impl<'a> Cursor<'a> {
         self.pos - start
     }
 
+    /// The separator between a line's fields: one space in strict mode, any run of blanks
+    /// otherwise. Returns how many bytes it took (0: none there).
+    fn separator(&mut self, strict: bool) -> usize {
+        if strict {
+            usize::from(self.eat(b' '))
+        } else {
+            self.skip_blanks()
+        }
+    }
+
     fn take_while(&mut self, f: impl Fn(u8) -> bool) -> &'a str {
         let start = self.pos;
         let b = self.bytes();
@@ -614,11 +624,7 @@ impl<'a> Parser<'a> {
             ));
         }
         // Value.
-        let sep = if strict {
-            usize::from(cur.eat(b' '))
-        } else {
-            cur.skip_blanks()
-        };
+        let sep = cur.separator(strict);
         if sep == 0 {
             let msg = if cur.at_end() {
                 "expected a value after the metric"
@@ -641,11 +647,7 @@ impl<'a> Parser<'a> {
         let mut timestamp = None;
         let mut exemplar = None;
         if !cur.at_end() {
-            let blanks = if strict {
-                usize::from(cur.eat(b' '))
-            } else {
-                cur.skip_blanks()
-            };
+            let blanks = cur.separator(strict);
             if blanks == 0 && strict {
                 return Err(self.err_at(line, cur.pos, "expected a space after the value"));
             }
@@ -654,11 +656,7 @@ impl<'a> Parser<'a> {
                 let tok = cur.token(strict);
                 timestamp = Some(self.timestamp(line, tok, ts_at)?);
                 if !cur.at_end() {
-                    let blanks = if strict {
-                        usize::from(cur.eat(b' '))
-                    } else {
-                        cur.skip_blanks()
-                    };
+                    let blanks = cur.separator(strict);
                     if blanks == 0 && strict {
                         return Err(self.err_at(
                             line,
@@ -823,11 +821,7 @@ impl<'a> Parser<'a> {
         let strict = self.strict;
         let at = cur.pos;
         cur.pos += 1; // '#'
-        let blanks = if strict {
-            usize::from(cur.eat(b' '))
-        } else {
-            cur.skip_blanks()
-        };
+        let blanks = cur.separator(strict);
         if blanks == 0 || cur.peek() != Some(b'{') {
             return Err(self.err_at(
                 line,
@@ -856,11 +850,7 @@ impl<'a> Parser<'a> {
                 ));
             }
         }
-        let blanks = if strict {
-            usize::from(cur.eat(b' '))
-        } else {
-            cur.skip_blanks()
-        };
+        let blanks = cur.separator(strict);
         if blanks == 0 {
             return Err(self.err_at(
                 line,
@@ -875,11 +865,7 @@ impl<'a> Parser<'a> {
         };
         let mut timestamp = None;
         if !cur.at_end() {
-            let blanks = if strict {
-                usize::from(cur.eat(b' '))
-            } else {
-                cur.skip_blanks()
-            };
+            let blanks = cur.separator(strict);
             if blanks == 0 || (strict && cur.at_end()) {
                 return Err(self.err_at(line, cur.pos, "unexpected text after the exemplar value"));
             }

@@ -7,7 +7,7 @@ use inferscale_analysis::{Analysis, Status, Verdict};
 use inferscale_results::run::{RunReport, StepReport};
 
 use crate::svg::{Band, Chart, Mark, Series, Style, esc};
-use crate::text::{fmt_s, rps};
+use crate::text::{StepCells, fmt_s};
 
 const BLUE: &str = "#2563eb";
 const ORANGE: &str = "#ea580c";
@@ -457,7 +457,7 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
         let _ = write!(
             o,
             "<p class=\"sim\"><b>Simulated.</b> This run loaded inferscale's embedded simulator ({}), not real hardware, at a speed-up of {}×: every time and rate below is in simulated time.</p>",
-            esc(&sim_text(sim)),
+            esc(&sim.describe()),
             run.plan.speedup
         );
     } else if run.plan.speedup != 1.0 {
@@ -603,41 +603,37 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
     o.push_str("</ul>");
 
     // Every step.
-    o.push_str("<h2>Every step</h2><table><tr><th>offered</th><th>achieved</th><th>ok</th><th>failed</th><th>dropped</th><th>e2e p50</th><th>e2e p95</th><th>e2e p99</th><th>TTFT p95</th><th>TPOT p50</th><th>queue p95</th><th>queue max</th><th>running max</th><th>KV max</th><th>srv e2e p95</th><th>lag p99</th><th class=\"l\">verdict</th></tr>");
+    o.push_str("<h2>Every step</h2><table><tr><th>offered (req/s)</th><th>achieved</th><th>ok</th><th>failed</th><th>dropped</th><th>e2e p50</th><th>e2e p95</th><th>e2e p99</th><th>TTFT p95</th><th>TPOT p50</th><th>queue p95</th><th>queue max</th><th>running max</th><th>KV max</th><th>srv e2e p95</th><th>lag p99</th><th class=\"l\">verdict</th></tr>");
     for (s, j) in run.steps.iter().zip(&sat.steps) {
-        let srv = s.server.as_ref();
         let class = match j.verdict {
             Verdict::Sustained => "ok",
             Verdict::Saturated => "sat",
             Verdict::Noisy | Verdict::ClientLimited => "noise",
             Verdict::NotJudged => "",
         };
-        let l = &s.latency_s;
+        let c = StepCells::of(s, fmt_s);
+        let _ = write!(o, "<tr class=\"{class}\">");
+        for cell in [c.offered, c.achieved, c.ok, c.failed, c.dropped] {
+            let _ = write!(o, "<td>{cell}</td>");
+        }
+        for cell in [
+            c.e2e_p50,
+            c.e2e_p95,
+            c.e2e_p99,
+            c.ttft_p95,
+            c.tpot_p50,
+            c.queue_p95,
+            c.queue_max,
+            c.running_max,
+            c.kv_max,
+            c.server_e2e_p95,
+            c.lag_p99,
+        ] {
+            let _ = write!(o, "<td>{}</td>", cell.unwrap_or_else(|| "–".into()));
+        }
         let _ = write!(
             o,
-            "<tr class=\"{class}\"><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}: {}</td></tr>",
-            match s.concurrency {
-                Some(c) => format!("c={c}"),
-                None => rps(s.target_rps),
-            },
-            s.achieved_rps,
-            s.requests.ok,
-            s.requests.failed.total,
-            s.requests.dropped,
-            opt(l.e2e.p50, fmt_s),
-            opt(l.e2e.p95, fmt_s),
-            opt(l.e2e.p99, fmt_s),
-            opt(l.ttft.p95, fmt_s),
-            opt(l.tpot.p50, fmt_s),
-            opt(srv.and_then(|v| v.queue_depth.p95), |v| format!("{v:.0}")),
-            opt(srv.and_then(|v| v.queue_depth.max), |v| format!("{v:.0}")),
-            opt(srv.and_then(|v| v.running.max), |v| format!("{v:.0}")),
-            opt(srv.and_then(|v| v.kv_cache_usage.max), |v| format!(
-                "{:.0} %",
-                v * 100.0
-            )),
-            opt(srv.and_then(|v| v.e2e_p95_s), fmt_s),
-            opt(s.client.lag_p99_s, |v| format!("{:.2} ms", v * 1e3)),
+            "<td class=\"l\">{}: {}</td></tr>",
             verdict_word(j.verdict),
             esc(&j.reasons.join("; "))
         );
@@ -678,19 +674,5 @@ fn verdict_word(v: Verdict) -> &'static str {
         Verdict::Noisy => "noise",
         Verdict::ClientLimited => "client-limited",
         Verdict::NotJudged => "not judged",
-    }
-}
-
-fn sim_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{k} {s}"),
-                other => format!("{k} {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        other => other.to_string(),
     }
 }

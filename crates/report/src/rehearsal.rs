@@ -167,11 +167,7 @@ pub fn render(outcomes: &[(String, Outcome)], model: &str) -> String {
             s.scale_events,
             s.flaps,
             esc(&s.alerts_fired.join(", ")),
-            if s.cycle_completed {
-                "completed"
-            } else {
-                "not completed"
-            }
+            s.cycle().word()
         );
     }
     o.push_str("</tbody></table>");

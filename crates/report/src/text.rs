@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use inferscale_analysis::{Analysis, Verdict};
-use inferscale_results::run::RunReport;
+use inferscale_results::run::{RunReport, StepReport};
 
 /// Seconds for people: `850ms`, `2.41s`, `1m05s`.
 pub fn fmt_s(s: f64) -> String {
@@ -24,6 +24,80 @@ pub fn rps(r: f64) -> String {
         format!("{r:.0} req/s")
     } else {
         format!("{r:.1} req/s")
+    }
+}
+
+/// One step of a run as the cells of a table, the same numbers in the terminal's step table
+/// and the HTML report's; a cell with nothing measured is `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepCells {
+    /// The rate offered (`50`), or the concurrency (`c=8`).
+    pub offered: String,
+    /// Requests sent per second.
+    pub sent: String,
+    /// Requests finished per second.
+    pub achieved: String,
+    /// Finished well.
+    pub ok: String,
+    /// Failed.
+    pub failed: String,
+    /// Dropped (not sent in time).
+    pub dropped: String,
+    /// End-to-end latency, p50.
+    pub e2e_p50: Option<String>,
+    /// …p95.
+    pub e2e_p95: Option<String>,
+    /// …p99.
+    pub e2e_p99: Option<String>,
+    /// Time to first token, p95.
+    pub ttft_p95: Option<String>,
+    /// Time per output token, p50.
+    pub tpot_p50: Option<String>,
+    /// The server's queue, p95 over the step's scrapes.
+    pub queue_p95: Option<String>,
+    /// …its largest.
+    pub queue_max: Option<String>,
+    /// The most requests running.
+    pub running_max: Option<String>,
+    /// The fullest KV cache, percent.
+    pub kv_max: Option<String>,
+    /// The server's own end-to-end p95.
+    pub server_e2e_p95: Option<String>,
+    /// How late the client sent, p99.
+    pub lag_p99: Option<String>,
+}
+
+impl StepCells {
+    /// The cells of `st`, latencies written by `seconds`.
+    pub fn of(st: &StepReport, seconds: impl Fn(f64) -> String) -> StepCells {
+        let l = &st.latency_s;
+        let srv = st.server.as_ref();
+        let count = |v: Option<f64>| v.map(|v| format!("{v:.0}"));
+        let secs = |v: Option<f64>| v.map(&seconds);
+        StepCells {
+            offered: match st.concurrency {
+                Some(c) => format!("c={c}"),
+                None => format!("{}", st.target_rps),
+            },
+            sent: format!("{:.2}", st.sent_rps),
+            achieved: format!("{:.2}", st.achieved_rps),
+            ok: st.requests.ok.to_string(),
+            failed: st.requests.failed.total.to_string(),
+            dropped: st.requests.dropped.to_string(),
+            e2e_p50: secs(l.e2e.p50),
+            e2e_p95: secs(l.e2e.p95),
+            e2e_p99: secs(l.e2e.p99),
+            ttft_p95: secs(l.ttft.p95),
+            tpot_p50: secs(l.tpot.p50),
+            queue_p95: count(srv.and_then(|s| s.queue_depth.p95)),
+            queue_max: count(srv.and_then(|s| s.queue_depth.max)),
+            running_max: count(srv.and_then(|s| s.running.max)),
+            kv_max: srv
+                .and_then(|s| s.kv_cache_usage.max)
+                .map(|v| format!("{:.0} %", v * 100.0)),
+            server_e2e_p95: secs(srv.and_then(|s| s.e2e_p95_s)),
+            lag_p99: st.client.lag_p99_s.map(|v| format!("{:.2} ms", v * 1e3)),
+        }
     }
 }
 

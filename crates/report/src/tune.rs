@@ -24,7 +24,7 @@ fn candidate_row(o: &mut String, e: &Evaluated, mark: &str) {
         if e.held { "yes" } else { "no" },
         pct(e.worst_attainment),
         e.gpu_hours,
-        e.gpu_hours / e.foresight_gpu_hours.max(1e-9),
+        e.cost_ratio(),
         e.steady_flaps,
         esc(&stopped)
     );
@@ -41,7 +41,7 @@ fn result_rows(o: &mut String, label: &str, rs: &[TraceResult]) {
             pct(r.attainment_outside),
             r.foresight_gpu_hours,
             r.gpu_hours,
-            r.gpu_hours / r.foresight_gpu_hours.max(1e-9),
+            r.cost_ratio(),
             r.flaps,
             r.max_replicas,
             r.outcomes.timeout + r.outcomes.refused,

@@ -315,10 +315,94 @@ pub struct TargetReport {
     pub engines: Vec<String>,
     /// What it was, when inferscale started it (the simulator's profile and speed-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub simulated: Option<serde_json::Value>,
+    pub simulated: Option<Simulated>,
     /// `max_num_seqs`, when known (from the simulator, or given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<u32>,
+}
+
+/// The embedded simulator a run loaded: what it modelled, and whether it held its clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    /// Its profile (`aws-eks-ministral-8b-l40s`).
+    pub profile: String,
+    /// The GPU it modelled.
+    pub gpu: String,
+    /// The model it modelled.
+    pub model: String,
+    /// Its engine's `max_num_seqs`.
+    pub max_num_seqs: u32,
+    /// How many times faster than real time it ran.
+    pub speedup: f64,
+    /// How late it released what the engine computed (recorded at the end of the load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_lag: Option<ClockLag>,
+    /// Whether it held its clock ([`ClockLag::held`]; absent when not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_held: Option<bool>,
+}
+
+impl Simulated {
+    /// Whether it recorded that it could not hold its speed-up (its latencies are then
+    /// overstated by the machine, not computed by the model).
+    pub fn fell_behind(&self) -> bool {
+        self.clock_held == Some(false)
+    }
+
+    /// One line for people: "profile p, gpu g, model m, max_num_seqs n, speedup s".
+    pub fn describe(&self) -> String {
+        format!(
+            "profile {}, gpu {}, model {}, max_num_seqs {}, speedup {}",
+            self.profile, self.gpu, self.model, self.max_num_seqs, self.speedup
+        )
+    }
+}
+
+/// Releases later than this (wall time) count as late.
+pub const LATE_BAR_S: f64 = 0.005;
+
+/// Above this share of late releases the simulator did not hold its speed-up: one release in
+/// twenty. A single pause of the machine (tens of milliseconds, as virtual machines take now
+/// and then) delays far fewer; a machine that cannot keep up delays most.
+pub const LATE_SHARE_MAX: f64 = 0.05;
+
+/// How far behind its scaled clock the simulator released what the engine computed (wall
+/// time), as its lag meter read at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClockLag {
+    /// Events released.
+    pub releases: u64,
+    /// Median lateness, wall seconds (the upper bound of its power-of-two bucket).
+    pub p50_s: f64,
+    /// 95th percentile, likewise.
+    pub p95_s: f64,
+    /// 99th percentile, likewise.
+    pub p99_s: f64,
+    /// The latest release, wall seconds.
+    pub max_s: f64,
+    /// Share of releases later than [`LATE_BAR_S`].
+    pub late_share: f64,
+}
+
+impl ClockLag {
+    /// Whether the simulator kept its clock: at most [`LATE_SHARE_MAX`] of its releases were
+    /// later than [`LATE_BAR_S`].
+    pub fn held(&self) -> bool {
+        self.late_share <= LATE_SHARE_MAX
+    }
+
+    /// One line for people: "p95 0.1 ms, p99 0.3 ms, max 12 ms; 0.0 % over 5 ms".
+    pub fn describe(&self) -> String {
+        format!(
+            "release lag p95 {:.1} ms, p99 {:.1} ms, max {:.0} ms; {:.1} % of {} releases over {:.0} ms",
+            self.p95_s * 1e3,
+            self.p99_s * 1e3,
+            self.max_s * 1e3,
+            self.late_share * 100.0,
+            self.releases,
+            LATE_BAR_S * 1e3
+        )
+    }
 }
 
 /// A sequential warm-up.

@@ -11,13 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Releases later than this (wall time) count as late.
-pub const LATE_BAR_S: f64 = 0.005;
-
-/// Above this share of late releases the simulator did not hold its speed-up: one release in
-/// twenty. A single pause of the machine (tens of milliseconds, as virtual machines take now
-/// and then) delays far fewer; a machine that cannot keep up delays most.
-pub const LATE_SHARE_MAX: f64 = 0.05;
+pub use inferscale_results::run::{ClockLag, LATE_BAR_S, LATE_SHARE_MAX};
 
 /// Bucket `i` holds lateness in `[2^(i-1), 2^i)` microseconds (bucket 0: under 1 µs; the last
 /// one everything from 18 minutes up).
@@ -37,44 +31,6 @@ pub struct LagMeter(Arc<Inner>);
 impl std::fmt::Debug for LagMeter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("LagMeter").field(&self.read()).finish()
-    }
-}
-
-/// A meter's reading.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ClockLag {
-    /// Events released.
-    pub releases: u64,
-    /// Median lateness, wall seconds (the upper bound of its power-of-two bucket).
-    pub p50_s: f64,
-    /// 95th percentile, likewise.
-    pub p95_s: f64,
-    /// 99th percentile, likewise.
-    pub p99_s: f64,
-    /// The latest release, wall seconds.
-    pub max_s: f64,
-    /// Share of releases later than [`LATE_BAR_S`].
-    pub late_share: f64,
-}
-
-impl ClockLag {
-    /// Whether the simulator kept its clock: at most [`LATE_SHARE_MAX`] of its releases were
-    /// later than [`LATE_BAR_S`].
-    pub fn held(&self) -> bool {
-        self.late_share <= LATE_SHARE_MAX
-    }
-
-    /// One line for people: "p95 0.1 ms, p99 0.3 ms, max 12 ms; 0.0 % over 5 ms".
-    pub fn describe(&self) -> String {
-        format!(
-            "release lag p95 {:.1} ms, p99 {:.1} ms, max {:.0} ms; {:.1} % of {} releases over {:.0} ms",
-            self.p95_s * 1e3,
-            self.p99_s * 1e3,
-            self.max_s * 1e3,
-            self.late_share * 100.0,
-            self.releases,
-            LATE_BAR_S * 1e3
-        )
     }
 }
 

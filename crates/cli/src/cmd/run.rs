@@ -307,13 +307,15 @@ fn measure(a: &RunArgs, plan: ResolvedPlan, speedup: f64) -> Result<(RunReport, 
         let run_json = a.out.join("run.json");
         let mut resolved = Resolved::new(plan);
         if let Some((profile, cfg)) = &sim_cfg {
-            resolved.simulated = Some(serde_json::json!({
-                "profile": profile,
-                "gpu": cfg.engine.gpu.name,
-                "model": cfg.engine.model.name,
-                "max_num_seqs": cfg.engine.max_num_seqs,
-                "speedup": speedup,
-            }));
+            resolved.simulated = Some(inferscale_results::run::Simulated {
+                profile: profile.clone(),
+                gpu: cfg.engine.gpu.name.to_string(),
+                model: cfg.engine.model.name.to_string(),
+                max_num_seqs: cfg.engine.max_num_seqs,
+                speedup,
+                clock_lag: None,
+                clock_held: None,
+            });
             resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
             resolved.sim_lag = embedded.as_ref().map(|e| e.lag.clone());
         }
@@ -504,12 +506,7 @@ fn closing(
             report.plan.speedup
         ));
         if simulator_fell_behind(report) {
-            let lag = report
-                .target
-                .simulated
-                .as_ref()
-                .and_then(|s| s.get("clock_lag"))
-                .and_then(|l| serde_json::from_value::<inferscale_sim::ClockLag>(l.clone()).ok());
+            let lag = report.target.simulated.as_ref().and_then(|s| s.clock_lag);
             text.push_str(&format!(
                 "NOT HELD: the simulator fell behind its clock ({}): this machine could not hold a {}× speed-up, so the latencies above are overstated by the machine, not computed by the model. Rerun with a release build (`cargo run --release -- run`) or a lower --speedup.\n",
                 lag.map_or_else(|| "release lag not recorded".into(), |l| l.describe()),

@@ -76,7 +76,5 @@ pub(crate) fn simulator_fell_behind(run: &RunReport) -> bool {
     run.target
         .simulated
         .as_ref()
-        .and_then(|s| s.get("clock_held"))
-        .and_then(serde_json::Value::as_bool)
-        == Some(false)
+        .is_some_and(inferscale_results::run::Simulated::fell_behind)
 }

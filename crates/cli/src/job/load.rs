@@ -25,7 +25,7 @@ pub(crate) struct Resolved {
     /// The plan.
     pub(crate) plan: ResolvedPlan,
     /// What the target is, when inferscale started it (recorded in run.json).
-    pub(crate) simulated: Option<serde_json::Value>,
+    pub(crate) simulated: Option<inferscale_results::run::Simulated>,
     /// The target's `max_num_seqs`, when known.
     pub(crate) max_num_seqs: Option<u32>,
     /// The embedded simulator's clock-lag meter: read after the load, recorded in run.json,
@@ -170,7 +170,7 @@ pub(crate) fn summary(report: &RunReport) -> String {
         }
     ));
     s.push_str(&format!(
-        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}\n",
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}\n",
         "rps", "sent/s", "done/s", "ok", "fail", "drop", "e2e p50", "e2e p95", "e2e p99", "TTFT p95", "TPOT p50", "queue", "q max", "srv e2e95", "lag99"
     ));
     for st in &report.steps {
@@ -180,28 +180,25 @@ pub(crate) fn summary(report: &RunReport) -> String {
 }
 
 fn row(st: &StepReport) -> String {
-    let l = &st.latency_s;
-    let srv = st.server.as_ref();
+    let c = inferscale_report::text::StepCells::of(st, format_seconds);
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
     format!(
-        "{:>5} {:>8.2} {:>8.2} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>7}{}\n",
-        match st.concurrency {
-            Some(c) => format!("c={c}"),
-            None => format!("{}", st.target_rps),
-        },
-        st.sent_rps,
-        st.achieved_rps,
-        st.requests.ok,
-        st.requests.failed.total,
-        st.requests.dropped,
-        opt(l.e2e.p50, format_seconds),
-        opt(l.e2e.p95, format_seconds),
-        opt(l.e2e.p99, format_seconds),
-        opt(l.ttft.p95, format_seconds),
-        opt(l.tpot.p50, format_seconds),
-        opt(srv.and_then(|s| s.queue_depth.p95), |v| format!("{v:.0}")),
-        opt(srv.and_then(|s| s.queue_depth.max), |v| format!("{v:.0}")),
-        opt(srv.and_then(|s| s.e2e_p95_s), format_seconds),
-        opt(st.client.lag_p99_s, |v| format!("{:.2}ms", v * 1e3)),
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}{}\n",
+        c.offered,
+        c.sent,
+        c.achieved,
+        c.ok,
+        c.failed,
+        c.dropped,
+        dash(c.e2e_p50),
+        dash(c.e2e_p95),
+        dash(c.e2e_p99),
+        dash(c.ttft_p95),
+        dash(c.tpot_p50),
+        dash(c.queue_p95),
+        dash(c.queue_max),
+        dash(c.server_e2e_p95),
+        dash(c.lag_p99),
         if st.client.client_limited {
             "  client-limited"
         } else {
@@ -318,9 +315,7 @@ fn announce(r: &Resolved, model: &str, out: &Path) {
 /// Records in run.json how far the embedded simulator fell behind its clock (and warns when
 /// it did not hold the speed-up).
 fn record_sim_lag(r: &Resolved, report: &mut RunReport, quiet: bool) -> Result<()> {
-    if let (Some(meter), Some(serde_json::Value::Object(sim))) =
-        (&r.sim_lag, report.target.simulated.as_mut())
-    {
+    if let (Some(meter), Some(sim)) = (&r.sim_lag, report.target.simulated.as_mut()) {
         let lag = meter.read();
         if !quiet && !lag.held() {
             eprintln!(
@@ -329,8 +324,8 @@ fn record_sim_lag(r: &Resolved, report: &mut RunReport, quiet: bool) -> Result<(
                 r.plan.config.speedup
             );
         }
-        sim.insert("clock_lag".into(), serde_json::to_value(lag)?);
-        sim.insert("clock_held".into(), lag.held().into());
+        sim.clock_lag = Some(lag);
+        sim.clock_held = Some(lag.held());
     }
     Ok(())
 }

@@ -163,13 +163,7 @@ pub(crate) fn table(outcomes: &[(String, Outcome)]) -> String {
             m.gpu_hours,
             m.scale_events,
             m.flaps,
-            if m.cycle_completed {
-                "completed"
-            } else if m.first_scale_out_s.is_none() {
-                "no scale-out"
-            } else {
-                "not completed"
-            }
+            m.cycle().word()
         );
     }
     s
@@ -352,8 +346,7 @@ pub(crate) fn standard(
         (capacity * 0.5 * 10.0).round() / 10.0,
         (capacity * 2.5 * 10.0).round() / 10.0,
     );
-    let traffic = Traffic::from_csv(&format!("time_s,rps\n0,{low}\n600,{high}\n1800,{low}\n"))
-        .map_err(|e| anyhow!("the standard traffic: {e}"))?;
+    let traffic = Traffic::steps(&[(0.0, low), (600.0, high), (1800.0, low)]);
     let startup = f64::from(o.cold_start_s);
     let mut objects = vec![(
         "scaledobject.yaml (generated)".to_owned(),
@@ -442,13 +435,7 @@ fn verdict_line(label: &str, out: &Outcome) -> String {
         m.max_replicas,
         m.flaps,
         m.gpu_hours,
-        if m.cycle_completed {
-            "the scale-out → scale-in cycle completed"
-        } else if m.first_scale_out_s.is_none() {
-            "it never scaled out"
-        } else {
-            "the scale-in did not finish within the rehearsal"
-        }
+        m.cycle().sentence()
     );
     for tr in &m.transients {
         let share = if tr.judged == 0 {

@@ -48,12 +48,7 @@ pub(crate) fn profile_engine(profile: &str) -> Result<EngineConfig> {
 
 /// The simulator profile the thresholds were measured on, if any.
 pub(crate) fn measured_profile(t: &Thresholds) -> Option<String> {
-    t.source
-        .simulated
-        .as_ref()
-        .and_then(|s| s.get("profile"))
-        .and_then(|p| p.as_str())
-        .map(str::to_owned)
+    t.source.simulated.as_ref().map(|s| s.profile.clone())
 }
 
 /// The replica: `--profile`, else the profile the thresholds were measured on, else (a real

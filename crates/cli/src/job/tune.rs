@@ -171,7 +171,7 @@ fn candidate_row(s: &mut String, e: &Evaluated, mark: &str, width: usize) {
         if e.held { "yes" } else { "no" },
         pct(e.worst_attainment),
         e.gpu_hours,
-        e.gpu_hours / e.foresight_gpu_hours.max(1e-9),
+        e.cost_ratio(),
         e.steady_flaps,
     );
 }
@@ -191,7 +191,7 @@ fn trace_rows(s: &mut String, label: &str, results: &[TraceResult]) {
             pct(r.attainment_outside),
             r.foresight_gpu_hours,
             r.gpu_hours,
-            r.gpu_hours / r.foresight_gpu_hours.max(1e-9),
+            r.cost_ratio(),
             r.flaps,
             r.max_replicas,
             r.alerts_fired.join(",")
