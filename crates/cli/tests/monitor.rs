@@ -167,6 +167,7 @@ fn in_tmux_it_shows_a_loaded_fleet_and_answers_its_keys() {
             url.trim_start_matches("http://"),
             MODEL,
             8,
+            48,
             &stop,
         ));
     }
@@ -464,6 +465,7 @@ fn its_alert_states_agree_with_prometheus_on_the_same_simulator() {
             url.trim_start_matches("http://"),
             MODEL,
             8,
+            48,
             &stop,
         ));
     }

@@ -120,11 +120,13 @@ pub(crate) fn sim(args: &[&str]) -> Sim {
     sim_with_env(args, &[])
 }
 
-/// Closed-loop requests for `model` from `threads` threads until `stop`.
+/// Closed-loop requests for `model` from `threads` threads until `stop`, each asking for
+/// `tokens` to twice as many tokens.
 pub(crate) fn background_load(
     addr: &str,
     model: &str,
     threads: usize,
+    tokens: usize,
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<()>> {
     (0..threads)
@@ -140,7 +142,7 @@ pub(crate) fn background_load(
                     // time, not all at once between two of Prometheus' scrapes.
                     let body = format!(
                         "{{\"model\":\"{model}\",\"prompt\":\"hello {i} {n}\",\"max_tokens\":{}}}",
-                        48 + ((n as usize + i * 13) % 48)
+                        tokens + ((n as usize + i * 13) * tokens / 48) % tokens
                     );
                     if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
                         let _ = write!(
