@@ -121,6 +121,10 @@ pub struct Source {
     /// `max_num_seqs`, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<u32>,
+    /// The engine its metrics came from (`vllm`, `llamacpp`, …; absent in files written
+    /// before engines were told apart, which were vLLM's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// The whole of `thresholds.json`.
@@ -337,6 +341,12 @@ pub fn thresholds(
             started_at: run.started_at.clone(),
             simulated: run.target.simulated.clone(),
             max_num_seqs: run.target.max_num_seqs,
+            engine: run
+                .target
+                .engines
+                .iter()
+                .find(|e| e.as_str() != "dcgm")
+                .cloned(),
         },
         status: sat.status,
         partial: run.interrupted,

@@ -39,7 +39,7 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
     let mut seeds = o.clone();
     seeds.policy = None;
     let base: ScaledObject = keda::scaled_object(t, &seeds).object;
-    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    let sel = o.sel();
     let startup = f64::from(o.cold_start_s);
     let proportional =
         |p: Primary| Policy::derive(t, p, DEFAULT_UTILISATION, capacity_rps, startup, 1);
@@ -147,19 +147,34 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
         (
             "p95-queue-time",
             format!(
-                "p95 time in vLLM's queue over 2 min, Value {} s",
+                "p95 time in the engine's queue over 2 min, Value {} s",
                 t.scale_out.p95_queue_time_seconds
             ),
             trigger(
                 "queue-time",
-                keda::guardrail_query(o),
+                keda::guardrail_query(o).unwrap_or_default(),
                 "Value",
                 t.scale_out.p95_queue_time_seconds,
                 o,
             ),
         ),
     ];
+    // What each signal reads: one the engine does not serve is not offered (its query could
+    // only return nothing).
+    let needs = |name: &str| -> &'static [Signal] {
+        match name {
+            "queue" => &[Signal::QueueDepth],
+            "in-flight" => &[Signal::Running, Signal::QueueDepth],
+            "arrival-rate" => &[Signal::RequestsOk, Signal::Running, Signal::QueueDepth],
+            "running" => &[Signal::Running],
+            "kv-cache" => &[Signal::KvCacheUsage],
+            "p95-e2e" => &[Signal::E2eLatency],
+            "p95-queue-time" => &[Signal::QueueTime],
+            _ => &[],
+        }
+    };
     list.into_iter()
+        .filter(|(name, _, _)| needs(name).iter().all(|s| sel.serves(*s)))
         .map(|(name, about, tr)| {
             let mut object = base.clone();
             object.metadata.name = format!("{}-{name}", base.metadata.name);

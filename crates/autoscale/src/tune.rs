@@ -909,6 +909,13 @@ pub fn tune(
         tuner.policy(Primary::InFlight, u_star, false),
         tuner.policy(Primary::ArrivalRate, u_star, true),
     ];
+    // The arrival rate counts finished requests: not offered for an engine that counts none
+    // (llama.cpp).
+    let counts_requests = ts
+        .options
+        .engine
+        .serves(inferscale_catalog::Signal::RequestsOk);
+    others.retain(|p| p.primary != Primary::ArrivalRate || counts_requests);
     for p in &mut others {
         p.max_replicas = Some(room_star);
     }

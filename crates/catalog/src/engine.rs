@@ -44,6 +44,56 @@ impl Engine {
         }
     }
 
+    /// The inference engines (every engine but the GPU exporter): what `--engine` accepts.
+    pub const SERVING: [Engine; 5] = [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Tgi,
+        Engine::LlamaCpp,
+        Engine::TrtLlm,
+    ];
+
+    /// The engine whose [`key`](Engine::key) this is.
+    pub fn from_key(key: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.key() == key.trim())
+    }
+
+    /// Its name as its project spells it (`llama.cpp`, `vLLM`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+            Engine::Sglang => "SGLang",
+            Engine::Tgi => "TGI",
+            Engine::LlamaCpp => "llama.cpp",
+            Engine::TrtLlm => "TensorRT-LLM",
+            Engine::Dcgm => "DCGM exporter",
+        }
+    }
+
+    /// The label its series carry the served model's name in, if any: vLLM and SGLang label
+    /// every family with `model_name`; TGI and llama.cpp serve one model per process and
+    /// label nothing, so their series are told apart by Prometheus' target labels alone.
+    pub fn model_label(self) -> Option<&'static str> {
+        match self {
+            Engine::Vllm | Engine::Sglang => Some("model_name"),
+            Engine::Tgi | Engine::LlamaCpp | Engine::TrtLlm | Engine::Dcgm => None,
+        }
+    }
+
+    /// Whether it serves a metric for `signal` (under any name).
+    pub fn serves(self, signal: crate::Signal) -> bool {
+        crate::names_of(self, signal).next().is_some()
+    }
+
+    /// The signals the method reads that it does not serve, in display order (what the
+    /// generated files say they substitute or leave out).
+    pub fn lacks(self) -> Vec<crate::Signal> {
+        crate::Signal::ALL
+            .into_iter()
+            .filter(|s| s.tier() != crate::Tier::Gpu && !self.serves(*s))
+            .collect()
+    }
+
     /// Whether a metric name is one of this engine's.
     pub fn owns(self, name: &str) -> bool {
         match self {

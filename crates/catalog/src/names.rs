@@ -2,8 +2,9 @@
 //! first, with the releases they exist in and how sure we are.
 //!
 //! Sources: vLLM's released sdists 0.8.5–0.33.0 (renames diffed release by release), SGLang
-//! 0.5.23's metrics collector, TGI's router at db931fcf, llama.cpp's server sources (not pinned
-//! to a release: marked unverified), TensorRT-LLM names from secondary sources (AIBrix and the
+//! 0.5.23's metrics collector, TGI's router at db931fcf, llama.cpp's server as built from the
+//! sources llama-cpp-python 0.3.36 vendors (commit 0c1e570, its `/metrics` in
+//! `testdata/engines/`), TensorRT-LLM names from secondary sources (AIBrix and the
 //! Gateway API inference extension's engine maps: unverified), and dcgm-exporter at d5e5f510
 //! (default counters and the 1.x `--use-old-namespace` names).
 
@@ -89,6 +90,9 @@ use NameStatus::{Current, Deprecated, Unverified};
 use Read::{Histogram as H, HistogramSum as HSum, Value as V};
 use Signal::*;
 
+/// The llama.cpp build whose `/metrics` the names were read from.
+const LLAMACPP: &str = "b1-0c1e570 (llama-cpp-python 0.3.36)";
+
 /// vLLM's finish reasons that mean the request completed normally.
 pub const VLLM_OK_REASONS: &[&str] = &["stop", "length", "repetition"];
 
@@ -117,8 +121,8 @@ pub static NAMES: &[MetricName] = &[
         LlamaCpp,
         QueueDepth,
         "llamacpp:requests_deferred",
-        Unverified,
-        "unpinned",
+        Current,
+        LLAMACPP,
         V,
     ),
     n(
@@ -150,8 +154,8 @@ pub static NAMES: &[MetricName] = &[
         LlamaCpp,
         Running,
         "llamacpp:requests_processing",
-        Unverified,
-        "unpinned",
+        Current,
+        LLAMACPP,
         V,
     ),
     n(
@@ -449,8 +453,8 @@ pub static NAMES: &[MetricName] = &[
         LlamaCpp,
         PromptTokens,
         "llamacpp:prompt_tokens_total",
-        Unverified,
-        "unpinned",
+        Current,
+        LLAMACPP,
         V,
     ),
     n(
@@ -481,8 +485,8 @@ pub static NAMES: &[MetricName] = &[
         LlamaCpp,
         GenerationTokens,
         "llamacpp:tokens_predicted_total",
-        Unverified,
-        "unpinned",
+        Current,
+        LLAMACPP,
         V,
     ),
     n(

@@ -184,3 +184,36 @@ fn the_official_dashboards_query_names_the_catalog_knows() {
         }
     }
 }
+
+/// Every llama.cpp name in the catalog is one the real server serves (its `/metrics`, built
+/// from pinned sources by `scripts/llama-server`), with the type the catalog reads it as, and
+/// a snapshot of that exposition reads the queue and the batch.
+#[test]
+fn llamacpp_names_are_the_real_servers() {
+    let text = read("engines/llamacpp-0c1e570.prom");
+    let exp = parse(text.as_bytes()).unwrap();
+    let families: BTreeSet<&str> = exp.families().map(|f| f.name()).collect();
+    let mut checked = 0;
+    for signal in Signal::ALL {
+        for n in names_for(signal).filter(|n| n.engine == Engine::LlamaCpp) {
+            let family = n.name.strip_suffix("_total").unwrap_or(n.name);
+            assert!(
+                families.contains(n.name) || families.contains(family),
+                "catalog's llama.cpp name {} is not served by llama-server 0c1e570",
+                n.name
+            );
+            assert_eq!(n.status, NameStatus::Current, "{}", n.name);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "{checked} llama.cpp names checked");
+    let snap = Snapshot::read(&exp, "llama-server");
+    assert_eq!(snap.engines, vec![Engine::LlamaCpp]);
+    assert_eq!(snap.value(Signal::QueueDepth), Some(0.0));
+    assert_eq!(snap.value(Signal::Running), Some(0.0));
+    assert!(
+        snap.value(Signal::GenerationTokens)
+            .is_some_and(|v| v > 0.0)
+    );
+    assert_eq!(snap.value(Signal::E2eLatency), None);
+}

@@ -156,6 +156,12 @@ pub(crate) struct ClusterArgs {
     /// vLLM's model_name label, i.e. --served-model-name (default: the measured model).
     #[arg(long, value_name = "NAME")]
     pub(crate) model_name: Option<String>,
+    /// The engine the Deployment runs, whose metric names every query, rule and panel
+    /// spells (default: the one the measured server's /metrics showed; vllm for thresholds
+    /// written before engines were told apart). What an engine does not serve (llama.cpp
+    /// has no latency histograms) is substituted or left out, and the README says which.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub(crate) engine: Option<EngineArg>,
     /// Where KEDA reaches Prometheus.
     #[arg(
         long,
@@ -254,6 +260,40 @@ pub(crate) struct ReplicaArgs {
     /// per step, its queue past the knee) even for a simulated run.
     #[arg(long, conflicts_with = "profile")]
     pub(crate) measured_replica: bool,
+}
+
+/// `--engine`: the inference engines whose metric names are verified against a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EngineArg {
+    /// vLLM 0.8 to 0.34 (`vllm:` names; deprecated ones as fallbacks).
+    Vllm,
+    /// SGLang (`sglang:` names).
+    Sglang,
+    /// Hugging Face text-generation-inference (`tgi_` names).
+    Tgi,
+    /// llama.cpp's `llama-server --metrics` (`llamacpp:` names).
+    Llamacpp,
+}
+
+impl EngineArg {
+    /// The catalog's engine.
+    pub(crate) fn engine(self) -> inferscale_catalog::Engine {
+        match self {
+            EngineArg::Vllm => inferscale_catalog::Engine::Vllm,
+            EngineArg::Sglang => inferscale_catalog::Engine::Sglang,
+            EngineArg::Tgi => inferscale_catalog::Engine::Tgi,
+            EngineArg::Llamacpp => inferscale_catalog::Engine::LlamaCpp,
+        }
+    }
+}
+
+/// `sim --engine`: the engines whose `/metrics` the simulator serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SimEngineArg {
+    /// vLLM 0.33.
+    Vllm,
+    /// llama.cpp's llama-server.
+    Llamacpp,
 }
 
 /// `--scaler`.
@@ -1197,6 +1237,7 @@ Examples:
   inferscale sim --profile instant                       # no model delay (client benchmarks)
   inferscale sim --fault-500-rate 0.01 --fault-cut-rate 0.02 --fault-slowdown 3@120s
   inferscale sim --list                                  # profiles, GPUs and models
+  inferscale sim --engine llamacpp --max-num-seqs 4      # llama-server's /metrics, 4 slots
 
 With --speedup K the engine's clock runs K times faster than the wall clock; everything it
 reports (metrics, latencies) is in simulated seconds. Flags given with --profile override it.")]
@@ -1306,6 +1347,12 @@ pub(crate) struct SimArgs {
     /// Also serve the metric names vLLM removed (gpu_cache_usage_perc, time_per_output_token_seconds, ...).
     #[arg(long)]
     pub(crate) show_deprecated_metrics: bool,
+
+    /// Whose /metrics to serve: vllm (vLLM 0.33's families), or llamacpp (llama-server
+    /// --metrics: its 15 unlabelled families, no histograms; --max-num-seqs stands for its
+    /// slots, -np). The OpenAI routes are the same.
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = SimEngineArg::Vllm)]
+    pub(crate) engine: SimEngineArg,
 
     /// Refuse request bodies larger than this (413).
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_size)]

@@ -72,6 +72,31 @@ fn promtool_checks_the_rules_and_passes_the_generated_tests() {
     assert_eq!(rule["spec"]["groups"], plain["groups"]);
 }
 
+/// For every engine `--engine` names, promtool accepts the rules and the generated tests
+/// (each alert fires and stays quiet) pass on that engine's series; llama.cpp's rules, with
+/// no KV-cache or preemption series and no HTTP counters to read, are fewer and say so.
+#[test]
+fn each_engine_s_rules_pass_promtool() {
+    let promtool = program("promtool");
+    for (engine, rules) in [("sglang", 8), ("tgi", 6), ("llamacpp", 6)] {
+        let out = tmp(&format!("promtool-{engine}"));
+        let o = generate(&out, &["--engine", engine]);
+        assert_eq!(o.status.code(), Some(0), "{engine}: {}", stderr(&o));
+        let check = Command::new(&promtool)
+            .args(["check", "rules"])
+            .arg(out.join("prometheus-rules.yaml"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stdout);
+        assert!(check.status.success(), "{engine}: {said}");
+        assert!(
+            said.contains(&format!("SUCCESS: {rules} rules found")),
+            "{engine}: {said}"
+        );
+        promtool_tests_pass(&promtool, &out, engine);
+    }
+}
+
 /// `promtool test rules` on the generated tests in `out` passes.
 fn promtool_tests_pass(promtool: &Path, out: &Path, what: &str) {
     let test = Command::new(promtool)

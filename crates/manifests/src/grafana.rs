@@ -65,10 +65,15 @@ fn dashboard(
     panels: &[Panel],
     gpu: bool,
 ) -> Value {
+    let queue = inferscale_catalog::names_of(o.engine, Signal::QueueDepth)
+        .map(|n| n.name)
+        .next()
+        .unwrap_or_default();
+    let model_label = o.engine.model_label();
     let model_query = format!(
-        "label_values({}{{namespace=\"{}\"}}, model_name)",
-        promql::vllm_names(Signal::QueueDepth)[0],
-        o.namespace
+        "label_values({queue}{{namespace=\"{}\"}}, {})",
+        o.namespace,
+        model_label.unwrap_or("model_name")
     );
     let mut vars = vec![json!({
         "name": "datasource",
@@ -96,7 +101,7 @@ fn dashboard(
             "current": {"text": "All", "value": "$__all"},
             "refresh": 2
         }));
-    } else {
+    } else if model_label.is_some() {
         vars.push(json!({
             "name": "model",
             "label": "Model",
@@ -119,7 +124,7 @@ fn dashboard(
         "uid": uid,
         "title": title,
         "description": description,
-        "tags": ["inferscale", "vllm"],
+        "tags": ["inferscale", o.engine.key()],
         "editable": true,
         "schemaVersion": 39,
         "version": 1,
@@ -132,15 +137,102 @@ fn dashboard(
     })
 }
 
+/// What a panel (by title), or one of its targets (by legend), reads: a panel or target
+/// whose signal the engine does not serve is left out, since its query could only return
+/// nothing.
+fn needs(title: &str, legend: &str) -> &'static [Signal] {
+    match (title, legend) {
+        (_, "TPOT p50" | "TPOT p95") => &[Signal::Tpot],
+        (_, "ITL p95") => &[Signal::Itl],
+        (_, "prompt") => &[Signal::PromptTokens],
+        (_, "generation") => &[Signal::GenerationTokens],
+        ("End-to-end latency p50 / p95 / p99" | "Request rate", _) => &[Signal::E2eLatency],
+        ("Time to first token p50 / p95 / p99", _) => &[Signal::Ttft],
+        ("Waiting requests per pod", _) => &[Signal::QueueDepth],
+        ("Running requests per pod", _) => &[Signal::Running],
+        ("Queue time p95", _) => &[Signal::QueueTime],
+        ("KV-cache usage", _) => &[Signal::KvCacheUsage],
+        ("Preemptions per second", _) => &[Signal::Preemptions],
+        ("Tokens per engine step p50 / p95", _) => &[Signal::IterationTokens],
+        ("Waiting and running (all pods)", _) => &[Signal::QueueDepth, Signal::Running],
+        _ => &[],
+    }
+}
+
+/// Fits the panels to the engine: targets and panels it cannot feed go (vLLM's finish
+/// reasons and HTTP counters are vLLM's alone), and without a latency histogram the mean
+/// end-to-end latency by Little's law takes the percentiles' place.
+fn substitute(
+    t: &Thresholds,
+    o: &Options,
+    sel: &Sel,
+    service: &mut Vec<Panel>,
+    engine: &mut Vec<Panel>,
+) {
+    let e = o.engine;
+    for panels in [&mut *service, &mut *engine] {
+        for p in panels.iter_mut() {
+            let title = p.title;
+            p.targets
+                .retain(|(_, legend)| needs(title, legend).iter().all(|s| sel.serves(*s)));
+        }
+        panels.retain(|p| {
+            !p.targets.is_empty()
+                && (e == inferscale_catalog::Engine::Vllm
+                    || !matches!(
+                        p.title,
+                        "Requests per second by outcome"
+                            | "Error ratio (HTTP 5xx and engine errors)"
+                    ))
+        });
+    }
+    if !sel.serves(Signal::E2eLatency) {
+        let out = t.workload.output_tokens_mean.unwrap_or(1.0).max(1.0);
+        let finishing = format!(
+            "sum({}) / {}",
+            promql::rate(Signal::GenerationTokens, sel, RATE),
+            (out * 1000.0).round() / 1000.0
+        );
+        service.insert(0, Panel {
+            title: "Mean end-to-end latency (Little's law)",
+            unit: "s",
+            description: format!("{} serves no latency histogram: requests in flight over requests finishing per second (generated tokens per second over the measured mean output, {out:.0} tokens). A mean; the p95 is higher. Red: the p95 SLO ({} s).", e.title(), o.slo_p95_e2e_s),
+            targets: vec![
+                (format!("(sum({}) + sum({})) / ({finishing})", promql::series(Signal::Running, sel), promql::series(Signal::QueueDepth, sel)), "mean"),
+            ],
+            thresholds: vec![(o.slo_p95_e2e_s, "red")],
+        });
+        engine.push(Panel {
+            title: "Requests finishing per second (estimated)",
+            unit: "reqps",
+            description: format!("Generated tokens per second over the measured mean output ({out:.0} tokens): {} counts no requests.", e.title()),
+            targets: vec![(finishing, "requests/s")],
+            thresholds: t.saturation_rps.map(|v| vec![(v, "orange")]).unwrap_or_default(),
+        });
+    }
+}
+
 /// The three dashboards as `(file name, JSON)`.
 // Long: the three dashboards' rows and panels in display order; each panel is a query and its
 // units.
 pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
-    let sel = Sel::exact(&[("namespace", &o.namespace)]).and("model_name=~\"$model\"");
+    let sel = {
+        let sel = Sel::exact(&[("namespace", &o.namespace)]).of(o.engine);
+        match o.engine.model_label() {
+            Some(k) => sel.and(&format!("{k}=~\"$model\"")),
+            None => sel.and(&format!("job={}", inferscale_promql::quote(&o.service))),
+        }
+    };
     let q = f64::from(t.scale_out.queue_depth_per_pod);
     let guard = t.scale_out.p95_e2e_seconds;
     let slo = o.slo_p95_e2e_s;
     let quant = |qq: f64, s: Signal| promql::quantile(qq, s, &sel, RATE, &[]);
+    let name = |s: Signal| {
+        inferscale_catalog::names_of(o.engine, s)
+            .map(|n| n.name)
+            .next()
+            .unwrap_or_default()
+    };
     let http = inferscale_catalog::vllm::HTTP_REQUESTS;
     let ok_reasons = inferscale_catalog::names::VLLM_OK_REASONS.join("|");
     let success = promql::vllm_names(Signal::RequestsOk)[0];
@@ -170,7 +262,7 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
         Panel {
             title: "Waiting requests per pod",
             unit: "short",
-            description: format!("vllm:num_requests_waiting. Red: the scale-out threshold ({q} per pod, measured); normal is 0 below saturation."),
+            description: format!("{}. Red: the scale-out threshold ({q} per pod, measured); normal is 0 below saturation.", name(Signal::QueueDepth)),
             targets: vec![
                 (format!("sum by (pod) ({})", promql::series(Signal::QueueDepth, &sel)), "{{pod}}"),
             ],
@@ -179,7 +271,11 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
         Panel {
             title: "Running requests per pod",
             unit: "short",
-            description: "vllm:num_requests_running: the batch; flat at max_num_seqs means the replica is full.".into(),
+            description: format!("{}: the batch; flat at {} means the replica is full.", name(Signal::Running), match o.engine {
+                inferscale_catalog::Engine::Vllm => "max_num_seqs",
+                inferscale_catalog::Engine::LlamaCpp => "its slots (-np)",
+                _ => "its concurrency limit",
+            }),
             targets: vec![(format!("sum by (pod) ({})", promql::series(Signal::Running, &sel)), "{{pod}}")],
             thresholds: vec![],
         },
@@ -188,7 +284,7 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
             unit: "reqps",
             description: "Finished requests by finish reason (stop, length: fine; abort: client went away; error: engine error).".into(),
             targets: vec![(
-                format!("sum by (finished_reason) (rate({success}{{{}}}[{RATE}]))", sel.0),
+                format!("sum by (finished_reason) (rate({success}{}[{RATE}]))", sel.braces()),
                 "{{finished_reason}}",
             )],
             thresholds: vec![],
@@ -208,8 +304,8 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
                 ),
                 (
                     format!(
-                        "sum(rate({success}{{{},finished_reason=\"error\"}}[{RATE}])) / sum(rate({success}{{{}}}[{RATE}]))",
-                        sel.0, sel.0
+                        "sum(rate({success}{}[{RATE}])) / sum(rate({success}{}[{RATE}]))",
+                        sel.and("finished_reason=\"error\"").braces(), sel.braces()
                     ),
                     "engine errors",
                 ),
@@ -344,6 +440,8 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
             thresholds: vec![],
         },
     ];
+    let (mut service, mut engine) = (service, engine);
+    substitute(t, o, &sel, &mut service, &mut engine);
     let base = o.deployment.as_str();
     let uid = |tier: &str| {
         let mut u = format!("inferscale-{base}-{tier}");
@@ -357,7 +455,7 @@ pub fn dashboards(t: &Thresholds, o: &Options) -> Vec<(String, String)> {
         ),
         (
             "2-engine.json",
-            dashboard(uid("engine"), format!("{base}: vLLM engine (tier 2)"), "Inside vLLM: KV cache, preemptions, tokens, batch.".into(), o, &engine, false),
+            dashboard(uid("engine"), format!("{base}: {} engine (tier 2)", o.engine.title()), format!("Inside {}: KV cache, preemptions, tokens, batch.", o.engine.title()), o, &engine, false),
         ),
         (
             "3-gpu-dcgm.json",

@@ -14,7 +14,7 @@ use crate::objects::{
     Advanced, Behavior, Extra, Fallback, HpaConfig, ObjectMeta, Policy as Limit, ScaleTargetRef,
     ScaledObject, ScaledObjectSpec, ScalingRules, Trigger,
 };
-use crate::promql::{self, Sel};
+use crate::promql;
 use crate::yaml::Explained;
 
 /// The queue trigger's query: the total of waiting requests of the model's pods. No
@@ -22,15 +22,16 @@ use crate::yaml::Explained;
 /// KEDA reports an error (with `ignoreNullValues: "false"`) and the fallback acts, instead of
 /// reading "queue 0" and scaling in at the worst moment.
 pub fn queue_query(o: &Options) -> String {
-    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
-    format!("sum({})", promql::series(Signal::QueueDepth, &sel))
+    format!("sum({})", promql::series(Signal::QueueDepth, &o.sel()))
 }
 
-/// The guardrail trigger's query: p95 time waiting in vLLM's queue over 2 minutes, 0 (not NaN)
-/// when no request was counted.
-pub fn guardrail_query(o: &Options) -> String {
-    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
-    promql::quantile_or_zero(0.95, Signal::QueueTime, &sel, "2m")
+/// The guardrail trigger's query: p95 time waiting in the engine's queue over 2 minutes, 0
+/// (not NaN) when no request was counted; `None` for an engine that serves no queue-time
+/// histogram (llama.cpp), whose queue the primary trigger reads directly.
+pub fn guardrail_query(o: &Options) -> Option<String> {
+    let sel = o.sel();
+    sel.serves(Signal::QueueTime)
+        .then(|| promql::quantile_or_zero(0.95, Signal::QueueTime, &sel, "2m"))
 }
 
 fn fmt_num(v: f64) -> String {
@@ -40,6 +41,14 @@ fn fmt_num(v: f64) -> String {
     } else {
         format!("{r}")
     }
+}
+
+/// The queue trigger's comment, naming the engine.
+fn queue_comment(o: &Options) -> String {
+    format!(
+        "Primary trigger: requests waiting in {}'s queue, summed over the model's pods.",
+        o.engine.title()
+    )
 }
 
 /// The HPA's scale-down stabilization window, seconds: the policy's, or for the seeds' shape
@@ -56,7 +65,7 @@ pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
 
 /// The primary trigger's query for a policy.
 pub fn primary_query(p: &Policy, o: &Options) -> String {
-    let sel = Sel::exact(&[("namespace", &o.namespace), ("model_name", &o.model_name)]);
+    let sel = o.sel();
     match p.primary {
         Primary::InFlight => promql::in_flight(&sel),
         Primary::ArrivalRate => promql::arrival_rate(&sel, ARRIVAL_WINDOW_S),
@@ -117,20 +126,20 @@ pub fn prometheus_trigger(
 
 const NULL_IS_AN_ERROR: &str = "An empty result is an error, not 0: the fallback below takes over.";
 
-fn guardrail_trigger(o: &Options, guard: f64, why: String) -> Explained<Trigger> {
+fn guardrail_trigger(o: &Options, guard: f64, why: String) -> Option<Explained<Trigger>> {
     let mut e = Explained::new(
         "",
         prometheus_trigger(
             o,
             "queue-time-guardrail",
             "Value",
-            guardrail_query(o),
+            guardrail_query(o)?,
             fmt_num(guard),
             Vec::new(),
         ),
     );
     e.block("metadata.query").comment("type", why);
-    e
+    Some(e)
 }
 
 /// `scaledobject.yaml` from a scaling policy (`inferscale tune`'s, or one derived by rule):
@@ -164,9 +173,9 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
         .comment(
             "type",
             match p.primary {
-                Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.",
-                Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.",
-                Primary::Queue => "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
+                Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.".to_owned(),
+                Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.".to_owned(),
+                Primary::Queue => queue_comment(o),
             },
         );
     let mut triggers = vec![primary];
@@ -203,11 +212,12 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
         triggers.push(booster);
     }
     if let Some(g) = p.guardrail_s {
-        triggers.push(guardrail_trigger(
+        triggers.extend(guardrail_trigger(
             o,
             g,
             format!(
-                "Guardrail: p95 time requests wait in vLLM's queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
+                "Guardrail: p95 time requests wait in {}'s queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
+                o.engine.title(),
                 fmt_num(g)
             ),
         ));
@@ -416,21 +426,24 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledObject> {
         .comment("metadata.ignoreNullValues", NULL_IS_AN_ERROR)
         .comment(
             "type",
-            "Primary trigger: requests waiting in vLLM's queue, summed over the model's pods.",
+            queue_comment(o),
         );
     let guardrail = guardrail_trigger(
         o,
         guard,
         format!(
-            "Guardrail: p95 time requests wait in vLLM's queue, {} s at most.\nDesign: metricType Value, not AverageValue. With AverageValue the HPA would divide the\np95 by the replica count (p95 is not additive), so this trigger could never ask for more\nthan ceil(p95 / threshold) pods. With Value the HPA proposes ceil(ready pods x p95 /\nthreshold): above the threshold it grows the deployment in proportion to how far the\nlatency is over, below it it proposes fewer pods and the queue trigger (the HPA takes the\nlargest proposal) decides. Queue time rather than end-to-end latency: it grows with\nwaiting only, not with how long the answers are, so it reacts to missing capacity. The\nend-to-end p95 SLO ({} s) is watched by the HighLatency alert. The query returns 0 when\nno request finished in the window (histogram_quantile alone would return NaN, which\n`or vector(0)` does not replace).",
+            "Guardrail: p95 time requests wait in {}'s queue, {} s at most.\nDesign: metricType Value, not AverageValue. With AverageValue the HPA would divide the\np95 by the replica count (p95 is not additive), so this trigger could never ask for more\nthan ceil(p95 / threshold) pods. With Value the HPA proposes ceil(ready pods x p95 /\nthreshold): above the threshold it grows the deployment in proportion to how far the\nlatency is over, below it it proposes fewer pods and the queue trigger (the HPA takes the\nlargest proposal) decides. Queue time rather than end-to-end latency: it grows with\nwaiting only, not with how long the answers are, so it reacts to missing capacity. The\nend-to-end p95 SLO ({} s) is watched by the HighLatency alert. The query returns 0 when\nno request finished in the window (histogram_quantile alone would return NaN, which\n`or vector(0)` does not replace).",
+            o.engine.title(),
             fmt_num(guard),
             fmt_num(o.slo_p95_e2e_s)
         ),
     );
+    let mut triggers = vec![queue];
+    triggers.extend(guardrail);
     wrap(
         t,
         o,
-        vec![queue, guardrail],
+        triggers,
         behavior(t, o, false),
         "KEDA ScaledObject for the vLLM deployment: scale on queue depth, guard on queue time.",
         15,

@@ -34,8 +34,12 @@ pub struct Options {
     pub service: String,
     /// The Service's port name and number.
     pub service_port: (String, u16),
-    /// `model_name` label of vLLM's metrics (`--served-model-name`).
+    /// The served model's name (vLLM's `--served-model-name`, the `model_name` label of
+    /// its metrics).
     pub model_name: String,
+    /// The engine the Deployment runs: every query spells its metric names, and what it
+    /// does not serve is substituted or left out, saying so ([`engine_notes`]).
+    pub engine: inferscale_catalog::Engine,
     /// Where KEDA queries Prometheus.
     pub prometheus_url: String,
     /// Label the Prometheus operator selects rules and monitors by (kube-prometheus-stack's
@@ -114,6 +118,26 @@ impl Default for NodeOptions {
 }
 
 impl Options {
+    /// The model's series in the namespace, in the engine's names: by the model's label
+    /// where the engine has one, else by the Service's `job` (the engine serves one model
+    /// and labels nothing).
+    pub fn sel(&self) -> promql::Sel {
+        match self.engine.model_label() {
+            Some(_) => promql::Sel::model(self.engine, &self.namespace, &self.model_name),
+            None => promql::Sel::exact(&[("namespace", &self.namespace), ("job", &self.service)])
+                .of(self.engine),
+        }
+    }
+
+    /// The label that tells this model's series apart, and its value: the engine's model
+    /// label, or the Service's `job` for an engine that labels nothing.
+    pub fn model_match(&self) -> (&'static str, &str) {
+        match self.engine.model_label() {
+            Some(k) => (k, &self.model_name),
+            None => ("job", &self.service),
+        }
+    }
+
     /// The seeds' deployment (Ministral 3 8B, one replica at least, five at most, a 5 s p95
     /// SLO) in namespace `llm`, with kube-prometheus-stack's names: what the examples, the
     /// snapshot tests and the PromQL agreement tests generate for.
@@ -126,6 +150,7 @@ impl Options {
             service: "vllm".into(),
             service_port: ("http".into(), 8000),
             model_name: "mistralai/Ministral-3-8B-Instruct-2512".into(),
+            engine: inferscale_catalog::Engine::Vllm,
             prometheus_url: "http://kube-prometheus-stack-prometheus.monitoring.svc:9090".into(),
             prometheus_release: "kube-prometheus-stack".into(),
             min_replicas: 1,
@@ -677,6 +702,49 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
     });
     check_files(&files)?;
     Ok(files)
+}
+
+/// What the files do differently because the engine does not serve a signal the method
+/// reads, in words (empty for vLLM): each a substitute or a leaving-out, never a query that
+/// could only return nothing.
+pub fn engine_notes(o: &Options) -> Vec<String> {
+    use inferscale_catalog::Signal;
+    let (e, sel) = (o.engine, o.sel());
+    let mut notes = Vec::new();
+    let queue = inferscale_catalog::names_of(e, Signal::QueueDepth)
+        .map(|n| n.name)
+        .next()
+        .unwrap_or_default();
+    if !sel.serves(Signal::QueueTime) {
+        notes.push(format!(
+            "scaledobject.yaml has no queue-time guardrail: {} serves no queue-time histogram; its queue ({queue}) is read directly by the queue trigger",
+            e.title()
+        ));
+    }
+    if !sel.serves(Signal::E2eLatency) {
+        notes.push(format!(
+            "the service dashboard and HighLatency read the mean end-to-end latency by Little's law (in flight over finishing): {} serves no latency histogram",
+            e.title()
+        ));
+    }
+    for (s, what) in [
+        (Signal::Ttft, "time-to-first-token panel"),
+        (Signal::Tpot, "time-per-output-token panel"),
+        (Signal::KvCacheUsage, "KV-cache panel and KVCacheFull"),
+        (Signal::Preemptions, "preemption panel and PreemptionSpike"),
+        (Signal::IterationTokens, "tokens-per-step panel"),
+    ] {
+        if !sel.serves(s) {
+            notes.push(format!("no {what}: {} serves no {}", e.title(), s.label()));
+        }
+    }
+    if e != inferscale_catalog::Engine::Vllm {
+        notes.push(format!(
+            "no error-ratio or finish-reason panels and no VLLMHighErrorRate: those read vLLM's HTTP and finish-reason counters, which {} does not serve",
+            e.title()
+        ));
+    }
+    notes
 }
 
 /// Checks generated files before they are written: JSON parses and its queries are PromQL;

@@ -3,38 +3,102 @@
 
 use inferscale_catalog::{Engine, Read, Signal, names_of};
 
-/// Label matchers, e.g. `namespace="llm",model_name="m"` (without braces).
+/// Label matchers, e.g. `namespace="llm",model_name="m"` (without braces), and the engine
+/// whose metrics they select: every query built from a `Sel` spells that engine's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sel(pub String);
+pub struct Sel {
+    matchers: String,
+    engine: Engine,
+}
 
 impl Sel {
-    /// Exact matchers from `(label, value)` pairs.
+    /// Exact matchers from `(label, value)` pairs, selecting vLLM's metrics.
     pub fn exact(pairs: &[(&str, &str)]) -> Sel {
-        Sel(pairs
-            .iter()
-            .map(|(k, v)| format!("{k}={}", inferscale_promql::quote(v)))
-            .collect::<Vec<_>>()
-            .join(","))
+        Sel::raw(
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{k}={}", inferscale_promql::quote(v)))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
+
+    /// Matchers written out (`a="b",c=~"d"`), selecting vLLM's metrics.
+    pub fn raw(matchers: impl Into<String>) -> Sel {
+        Sel {
+            matchers: matchers.into(),
+            engine: Engine::Vllm,
+        }
+    }
+
+    /// One model's series in a namespace: `namespace` and, where the engine labels its
+    /// series with the model ([`Engine::model_label`]), the model's name.
+    pub fn model(engine: Engine, namespace: &str, model: &str) -> Sel {
+        let sel = Sel::exact(&[("namespace", namespace)]).of(engine);
+        match engine.model_label() {
+            Some(label) => sel.and(&format!("{label}={}", inferscale_promql::quote(model))),
+            None => sel,
+        }
+    }
+
+    /// The same matchers, selecting `engine`'s metrics.
+    pub fn of(mut self, engine: Engine) -> Sel {
+        self.engine = engine;
+        self
+    }
+
+    /// The engine whose names the queries spell.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The matchers, without braces.
+    pub fn matchers(&self) -> &str {
+        &self.matchers
+    }
+
+    /// Whether the engine serves `signal` at all (a query for one it does not serve could
+    /// only return nothing, so callers substitute or leave it out).
+    pub fn serves(&self, signal: Signal) -> bool {
+        self.engine.serves(signal)
     }
 
     /// These matchers plus one more.
     pub fn and(&self, extra: &str) -> Sel {
-        if self.0.is_empty() {
-            Sel(extra.to_owned())
+        let matchers = if self.matchers.is_empty() {
+            extra.to_owned()
         } else {
-            Sel(format!("{},{extra}", self.0))
+            format!("{},{extra}", self.matchers)
+        };
+        Sel {
+            matchers,
+            engine: self.engine,
         }
     }
 
     /// The matchers in braces, `{a="b"}` (empty braces when there are none).
     pub fn braces(&self) -> String {
-        format!("{{{}}}", self.0)
+        format!("{{{}}}", self.matchers)
     }
 }
 
 /// vLLM's names for a signal, current first.
 pub fn vllm_names(signal: Signal) -> Vec<&'static str> {
     names_of(Engine::Vllm, signal).map(|n| n.name).collect()
+}
+
+/// The sample names `sel`'s engine serves `signal` under, current first: a histogram's
+/// `_sum` where the signal is a token total read from one (TGI's input lengths, say).
+fn samples(signal: Signal, sel: &Sel) -> Vec<String> {
+    names_of(sel.engine, signal)
+        .map(|n| {
+            if n.read == Read::HistogramSum {
+                format!("{}_sum", n.name)
+            } else {
+                n.name.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// The DCGM exporter's name for a signal.
@@ -47,24 +111,16 @@ pub fn dcgm_name(signal: Signal) -> &'static str {
 
 /// A gauge or counter series, every known name: `a{sel} or b{sel}`.
 pub fn series(signal: Signal, sel: &Sel) -> String {
-    let names = vllm_names(signal);
-    let read_sum = names_of(Engine::Vllm, signal).any(|n| n.read == Read::HistogramSum);
-    names
+    samples(signal, sel)
         .iter()
-        .map(|n| {
-            if read_sum {
-                format!("{n}_sum{}", sel.braces())
-            } else {
-                format!("{n}{}", sel.braces())
-            }
-        })
+        .map(|n| format!("{n}{}", sel.braces()))
         .collect::<Vec<_>>()
         .join(" or ")
 }
 
 /// `rate()` of a counter over `window`, with name fallback.
 pub fn rate(signal: Signal, sel: &Sel, window: &str) -> String {
-    vllm_names(signal)
+    samples(signal, sel)
         .iter()
         .map(|n| format!("rate({n}{}[{window}])", sel.braces()))
         .collect::<Vec<_>>()
@@ -74,7 +130,7 @@ pub fn rate(signal: Signal, sel: &Sel, window: &str) -> String {
 /// `delta()` of a gauge over `window` (its change, extrapolated to the window's ends), with
 /// name fallback.
 pub fn delta(signal: Signal, sel: &Sel, window: &str) -> String {
-    vllm_names(signal)
+    samples(signal, sel)
         .iter()
         .map(|n| format!("delta({n}{}[{window}])", sel.braces()))
         .collect::<Vec<_>>()
@@ -117,9 +173,8 @@ pub fn ahead(expr: &str, horizon_s: u32) -> String {
 
 /// The bucket rates of a histogram summed by `le` (and `by`), with name fallback.
 pub fn bucket_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
-    let inner = vllm_names(signal)
-        .iter()
-        .map(|n| format!("rate({n}_bucket{}[{window}])", sel.braces()))
+    let inner = names_of(sel.engine, signal)
+        .map(|n| format!("rate({}_bucket{}[{window}])", n.name, sel.braces()))
         .collect::<Vec<_>>()
         .join(" or ");
     let mut labels: Vec<&str> = by.to_vec();
@@ -129,9 +184,8 @@ pub fn bucket_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> Stri
 
 /// The request rate of a histogram (`_count`), summed (and by `by`).
 pub fn count_rate(signal: Signal, sel: &Sel, window: &str, by: &[&str]) -> String {
-    let inner = vllm_names(signal)
-        .iter()
-        .map(|n| format!("rate({n}_count{}[{window}])", sel.braces()))
+    let inner = names_of(sel.engine, signal)
+        .map(|n| format!("rate({}_count{}[{window}])", n.name, sel.braces()))
         .collect::<Vec<_>>()
         .join(" or ");
     if by.is_empty() {
@@ -168,7 +222,7 @@ mod tests {
     #[test]
     fn names_come_from_the_catalog_with_fallbacks() {
         let sel = Sel::exact(&[("namespace", "llm"), ("model_name", "m\"x")]);
-        assert_eq!(sel.0, "namespace=\"llm\",model_name=\"m\\\"x\"");
+        assert_eq!(sel.matchers(), "namespace=\"llm\",model_name=\"m\\\"x\"");
         let kv = series(Signal::KvCacheUsage, &sel);
         assert!(kv.starts_with("vllm:kv_cache_usage_perc{"), "{kv}");
         assert!(kv.contains(" or vllm:gpu_cache_usage_perc{"), "{kv}");
@@ -177,7 +231,7 @@ mod tests {
             q.contains("rate(vllm:e2e_request_latency_seconds_bucket{"),
             "{q}"
         );
-        let itl = bucket_rate(Signal::Itl, &Sel(String::new()), "5m", &["pod"]);
+        let itl = bucket_rate(Signal::Itl, &Sel::raw(""), "5m", &["pod"]);
         assert!(
             itl.contains("vllm:inter_token_latency_seconds_bucket"),
             "{itl}"

@@ -46,6 +46,19 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         }
         r.push('\n');
     }
+    let notes = crate::engine_notes(o);
+    if !notes.is_empty() {
+        let _ = writeln!(
+            r,
+            "## The engine: {}\n\nEvery query reads {}'s own metric names. What the method needs and it does not serve:\n",
+            o.engine.title(),
+            o.engine.title()
+        );
+        for n in &notes {
+            let _ = writeln!(r, "- {n}");
+        }
+        r.push('\n');
+    }
     let _ = writeln!(
         r,
         "## The files, in the order to apply them\n\n| # | file | what | apply |\n|---|---|---|---|"

@@ -7,7 +7,8 @@ use inferscale_analysis::Thresholds;
 use inferscale_catalog::Signal;
 
 use crate::Options;
-use crate::promql::{self, Sel};
+use crate::promql;
+use inferscale_catalog::{Engine, names_of};
 use std::collections::BTreeMap;
 
 use crate::objects::{Extra, ObjectMeta, PrometheusRule, Rule, RuleFile, RuleGroup};
@@ -116,23 +117,42 @@ impl Rules {
     // annotations from the thresholds, in the order the generated file lists them.
     pub fn new(t: &Thresholds, o: &Options) -> Rules {
         let ns = o.namespace.as_str();
-        let model = o.model_name.as_str();
-        let sel = Sel::exact(&[("namespace", ns), ("model_name", model)]);
-        let pod_labels = l(&[("namespace", ns), ("pod", "vllm-0"), ("model_name", model)]);
+        let engine = o.engine;
+        let sel = o.sel();
+        // The labels an engine's series carry in Prometheus: the target's namespace and pod,
+        // the model's name where the engine labels it, and vLLM's `engine` index.
+        let model_label: Vec<(&str, &str)> = vec![o.model_match()];
+        let key = o.model_match().0;
+        let pod_labels = {
+            let mut v = l(&[("namespace", ns), ("pod", "vllm-0")]);
+            v.extend(l(&model_label));
+            v
+        };
         let with_engine = |extra: &[(&str, &str)]| {
-            let mut v = l(&[
-                ("namespace", ns),
-                ("model_name", model),
-                ("pod", "vllm-0"),
-                ("engine", "0"),
-            ]);
+            let mut v = l(&[("namespace", ns)]);
+            v.extend(l(&model_label));
+            v.push(("pod".to_owned(), "vllm-0".to_owned()));
+            if engine == Engine::Vllm {
+                v.push(("engine".to_owned(), "0".to_owned()));
+            }
             v.extend(l(extra));
             v
         };
-        let waiting = promql::vllm_names(Signal::QueueDepth)[0];
-        let kv = promql::vllm_names(Signal::KvCacheUsage)[0];
-        let preempt = promql::vllm_names(Signal::Preemptions)[0];
-        let e2e = promql::vllm_names(Signal::E2eLatency)[0];
+        let model_sel = {
+            let mut v = l(&[("namespace", ns)]);
+            v.extend(l(&model_label));
+            v
+        };
+        let name = |signal: Signal| {
+            names_of(engine, signal)
+                .map(|n| n.name)
+                .next()
+                .unwrap_or("")
+        };
+        let waiting = name(Signal::QueueDepth);
+        let kv = name(Signal::KvCacheUsage);
+        let preempt = name(Signal::Preemptions);
+        let e2e = name(Signal::E2eLatency);
         let fb_used = promql::dcgm_name(Signal::FbUsed);
         let fb_free = promql::dcgm_name(Signal::FbFree);
         let gpu_util = promql::dcgm_name(Signal::GpuUtil);
@@ -161,16 +181,109 @@ impl Rules {
         let (lo, hi) = (bounds[lo_i], bounds[(lo_i + 1).min(bounds.len() - 1)]);
         let slow_p95 = lo + (hi - lo) * 0.95;
         let (b_first, b_lo, b_hi) = (fmt_le(first), fmt_le(lo), fmt_le(hi));
-        let alerts = vec![
+        let high_latency = if sel.serves(Signal::E2eLatency) {
+            Alert {
+                name: "HighLatency",
+                expr: format!(
+                    "histogram_quantile(0.95, {}) > {}",
+                    promql::bucket_rate(Signal::E2eLatency, &sel, "5m", &["namespace", key]),
+                    fmt_s(slo)
+                ),
+                for_: "2m",
+                severity: "critical",
+                summary: format!("p95 end-to-end latency of {{{{ $labels.{key} }}}} above the {} s SLO", fmt_s(slo)),
+                description: format!("The p95 end-to-end latency is {{{{ $value | printf \"%.2f\" }}}} s (SLO {} s; the measured healthy p95 was {:.2} s) for 2 minutes.", fmt_s(slo), t.healthy.p95_e2e_seconds),
+                runbook: "Is the queue growing (HighQueueDepth)? Then capacity is short: check scaling. If not, look at output lengths, preemptions (KVCacheFull) and the GPU dashboard for a slow node.".into(),
+                source: format!("the p95 SLO ({} s; the measured guardrail is {} s)", fmt_s(slo), fmt_s(t.scale_out.p95_e2e_seconds)),
+                fire: Case {
+                    // 20 requests per 30 s: all within the first bucket for 10 minutes, then all
+                    // in the first bucket above the SLO.
+                    series: vec![
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_first)), "0+20x20 400+0x30".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_lo)), "0+20x20 400+0x30".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_hi)), "0+20x50".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le("+Inf")), "0+20x50".into()),
+                    ],
+                    eval: "24m",
+                    expect: Some((model_sel.clone(), slow_p95)),
+                },
+                quiet: Case {
+                    series: vec![
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_first)), "0+20x50".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_lo)), "0+20x50".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le(&b_hi)), "0+20x50".into()),
+                        (series_text(&format!("{e2e}_bucket"), &le("+Inf")), "0+20x50".into()),
+                    ],
+                    eval: "24m",
+                    expect: None,
+                },
+            }
+        } else {
+            // No latency histogram (llama.cpp): the mean end-to-end latency by Little's law,
+            // requests in flight over requests finishing per second, the latter the rate of
+            // generated tokens over the measured mean output length. A mean is below the p95,
+            // so this pages later than the histogram's p95 would; it is the best the engine
+            // serves.
+            let out = t.workload.output_tokens_mean.unwrap_or(1.0).max(1.0);
+            let generated = name(Signal::GenerationTokens);
+            let running = name(Signal::Running);
+            let by = "namespace";
+            let expr = format!(
+                "(\n  sum by ({by}) ({running}{b} + {waiting}{b})\n/\n  (sum by ({by}) (rate({generated}{b}[5m])) / {out})\n) > {slo}",
+                b = sel.braces(),
+                out = fmt_s(out),
+                slo = fmt_s(slo),
+            );
+            let pod = with_engine(&[]);
+            Alert {
+                name: "HighLatency",
+                expr,
+                for_: "2m",
+                severity: "critical",
+                summary: format!("Mean end-to-end latency in {{{{ $labels.namespace }}}} above the {} s SLO", fmt_s(slo)),
+                description: format!("{} serves no latency histogram: by Little's law (requests in flight over requests finishing, {} tokens each on average as measured) the mean end-to-end latency is {{{{ $value | printf \"%.2f\" }}}} s (SLO p95 {} s) for 2 minutes; the p95 is higher.", engine.title(), fmt_s(out), fmt_s(slo)),
+                runbook: "Is the queue growing (HighQueueDepth)? Then capacity is short: check scaling. If not, look at output lengths and the GPU dashboard for a slow node.".into(),
+                source: format!("the p95 SLO ({} s), against the mean by Little's law ({} serves no latency histogram)", fmt_s(slo), engine.title()),
+                fire: Case {
+                    // One request finishing per second (the mean output length per second):
+                    // half the SLO in flight, then twice it and one more.
+                    series: vec![
+                        (series_text(running, &pod), format!("{}x10 {}x30", fmt_s(slo / 2.0), fmt_s(2.0 * slo + 1.0))),
+                        (series_text(waiting, &pod), "0x40".into()),
+                        (series_text(generated, &pod), format!("0+{}x40", fmt_s(30.0 * out))),
+                    ],
+                    eval: "18m",
+                    expect: Some((l(&[("namespace", ns)]), 2.0 * slo + 1.0)),
+                },
+                quiet: Case {
+                    series: vec![
+                        (series_text(running, &pod), format!("{}x40", fmt_s(slo / 2.0))),
+                        (series_text(waiting, &pod), "0x40".into()),
+                        (series_text(generated, &pod), format!("0+{}x40", fmt_s(30.0 * out))),
+                    ],
+                    eval: "18m",
+                    expect: None,
+                },
+            }
+        };
+        // vLLM's names are the ones operators know; other engines get their own prefix.
+        let (target_down, metrics_absent) = match engine {
+            Engine::Vllm => ("VLLMTargetDown", "VLLMMetricsAbsent"),
+            Engine::Sglang => ("SGLangTargetDown", "SGLangMetricsAbsent"),
+            Engine::Tgi => ("TGITargetDown", "TGIMetricsAbsent"),
+            Engine::LlamaCpp => ("LlamaCppTargetDown", "LlamaCppMetricsAbsent"),
+            Engine::TrtLlm | Engine::Dcgm => ("EngineTargetDown", "EngineMetricsAbsent"),
+        };
+        let mut alerts = vec![
             Alert {
                 name: "HighQueueDepth",
                 expr: format!(
-                    "max by (namespace, pod, model_name) ({}) > {high_q}",
+                    "max by (namespace, pod, {key}) ({}) > {high_q}",
                     promql::series(Signal::QueueDepth, &sel)
                 ),
                 for_: "2m",
                 severity: "warning",
-                summary: format!("vLLM queue above {high_q} on {{{{ $labels.pod }}}}"),
+                summary: format!("{} queue above {high_q} on {{{{ $labels.pod }}}}", engine.title()),
                 description: format!("{{{{ $labels.pod }}}} has {{{{ $value | printf \"%.0f\" }}}} requests waiting, more than twice the scale-out threshold ({q} per pod) for 2 minutes: autoscaling is not keeping up (at max replicas, pods pending, or GPUs unavailable)."),
                 runbook: "Check the ScaledObject's HPA (kubectl get hpa keda-hpa-…): at maxReplicas? Pods Pending (no GPU node)? New pods still loading? Raise maxReplicas or capacity, or shed load.".into(),
                 source: format!("2 × the measured scale-out threshold ({q})"),
@@ -185,42 +298,7 @@ impl Rules {
                     expect: None,
                 },
             },
-            Alert {
-                name: "HighLatency",
-                expr: format!(
-                    "histogram_quantile(0.95, {}) > {}",
-                    promql::bucket_rate(Signal::E2eLatency, &sel, "5m", &["namespace", "model_name"]),
-                    fmt_s(slo)
-                ),
-                for_: "2m",
-                severity: "critical",
-                summary: format!("p95 end-to-end latency of {{{{ $labels.model_name }}}} above the {} s SLO", fmt_s(slo)),
-                description: format!("The p95 end-to-end latency is {{{{ $value | printf \"%.2f\" }}}} s (SLO {} s; the measured healthy p95 was {:.2} s) for 2 minutes.", fmt_s(slo), t.healthy.p95_e2e_seconds),
-                runbook: "Is the queue growing (HighQueueDepth)? Then capacity is short: check scaling. If not, look at output lengths, preemptions (KVCacheFull) and the GPU dashboard for a slow node.".into(),
-                source: format!("the p95 SLO ({} s; the measured guardrail is {} s)", fmt_s(slo), fmt_s(t.scale_out.p95_e2e_seconds)),
-                fire: Case {
-                    // 20 requests per 30 s: all within the first bucket for 10 minutes, then all
-                    // in the first bucket above the SLO.
-                    series: vec![
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_first)), "0+20x20 400+0x30".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_lo)), "0+20x20 400+0x30".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_hi)), "0+20x50".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le("+Inf")), "0+20x50".into()),
-                    ],
-                    eval: "24m",
-                    expect: Some((l(&[("namespace", ns), ("model_name", model)]), slow_p95)),
-                },
-                quiet: Case {
-                    series: vec![
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_first)), "0+20x50".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_lo)), "0+20x50".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le(&b_hi)), "0+20x50".into()),
-                        (series_text(&format!("{e2e}_bucket"), &le("+Inf")), "0+20x50".into()),
-                    ],
-                    eval: "24m",
-                    expect: None,
-                },
-            },
+            high_latency,
             Alert {
                 name: "GPUMemoryCritical",
                 expr: format!("max by (Hostname, gpu) ({fb_used} / ({fb_used} + {fb_free})) > 0.95"),
@@ -250,13 +328,13 @@ impl Rules {
             Alert {
                 name: "KVCacheFull",
                 expr: format!(
-                    "max by (namespace, pod, model_name) ({}) > 0.95",
+                    "max by (namespace, pod, {key}) ({}) > 0.95",
                     promql::series(Signal::KvCacheUsage, &sel)
                 ),
                 for_: "30s",
                 severity: "critical",
                 summary: "KV cache of {{ $labels.pod }} is full".into(),
-                description: "KV-cache usage is {{ $value | printf \"%.2f\" }} (warn above 0.80, act above 0.95): vLLM is about to preempt running requests and recompute them.".into(),
+                description: format!("KV-cache usage is {{{{ $value | printf \"%.2f\" }}}} (warn above 0.80, act above 0.95): {} is about to preempt running requests and recompute them.", engine.title()),
                 runbook: "Scale out (is the queue trigger firing?), lower --max-num-seqs, or cap max_tokens; check PreemptionSpike.".into(),
                 source: "the community guide's 95 %".into(),
                 fire: Case {
@@ -273,8 +351,8 @@ impl Rules {
             Alert {
                 name: "PreemptionSpike",
                 expr: format!(
-                    "sum by (namespace, pod, model_name) (increase({preempt}{{{}}}[5m])) > 5",
-                    sel.0
+                    "sum by (namespace, pod, {key}) (increase({preempt}{{{}}}[5m])) > 5",
+                    sel.matchers()
                 ),
                 for_: "1m",
                 severity: "warning",
@@ -294,13 +372,13 @@ impl Rules {
                 },
             },
             Alert {
-                name: "VLLMTargetDown",
+                name: target_down,
                 expr: format!("up{{namespace=\"{ns}\",job=\"{svc}\"}} == 0"),
                 for_: "2m",
                 severity: "critical",
                 summary: "Prometheus cannot scrape {{ $labels.pod }}".into(),
                 description: "The scrape of {{ $labels.instance }} has failed for 2 minutes: its queue is invisible to the autoscaler and the alerts.".into(),
-                runbook: "kubectl describe pod; is vLLM up (/health)? Is the ServiceMonitor's port name right?".into(),
+                runbook: format!("kubectl describe pod; is {} up (/health)? Is the ServiceMonitor's port name right?", engine.title()),
                 source: "added by inferscale (the seeds had none)".into(),
                 fire: Case {
                     series: vec![(series_text("up", &up_labels), "1x10 0x20".into())],
@@ -314,18 +392,21 @@ impl Rules {
                 },
             },
             Alert {
-                name: "VLLMMetricsAbsent",
-                expr: format!("absent({waiting}{{{}}})", sel.0),
+                name: metrics_absent,
+                expr: format!("absent({waiting}{})", sel.braces()),
                 for_: "5m",
                 severity: "critical",
-                summary: "No vLLM metrics for {{ $labels.model_name }} in {{ $labels.namespace }}".into(),
-                description: "vllm:num_requests_waiting has been absent for 5 minutes: the ScaledObject is running on its fallback and no alert above can fire.".into(),
+                summary: match engine.model_label() {
+                    Some(k) => format!("No {} metrics for {{{{ $labels.{k} }}}} in {{{{ $labels.namespace }}}}", engine.title()),
+                    None => format!("No {} metrics in {{{{ $labels.namespace }}}}", engine.title()),
+                },
+                description: format!("{waiting} has been absent for 5 minutes: the ScaledObject is running on its fallback and no alert above can fire."),
                 runbook: "Are the pods running? Is the ServiceMonitor selected by Prometheus (release label)? Was --served-model-name changed?".into(),
                 source: "added by inferscale (the seeds had none)".into(),
                 fire: Case {
                     series: vec![(series_text("up", &up_labels), "1x30".into())],
                     eval: "10m",
-                    expect: Some((l(&[("namespace", ns), ("model_name", model)]), 1.0)),
+                    expect: Some((model_sel.clone(), 1.0)),
                 },
                 quiet: Case {
                     series: vec![(series_text(waiting, &with_engine(&[])), "0x30".into())],
@@ -382,6 +463,14 @@ impl Rules {
                 },
             },
         ];
+        // What the engine cannot feed is left out (a rule on a series it never serves could
+        // only stay silent); `engine_notes` says so in the README.
+        alerts.retain(|a| match a.name {
+            "KVCacheFull" => sel.serves(Signal::KvCacheUsage),
+            "PreemptionSpike" => sel.serves(Signal::Preemptions),
+            "VLLMHighErrorRate" => engine == Engine::Vllm,
+            _ => true,
+        });
         Rules {
             alerts,
             header: crate::header(t, ""),

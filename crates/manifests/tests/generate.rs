@@ -491,3 +491,122 @@ fn the_tuned_policy_is_written_validated_and_explained() {
         );
     }
 }
+
+/// Every query in the generated files: the ScaledObject's triggers, the rules and the
+/// dashboards' panels, with Grafana's variables filled in.
+fn queries(files: &[inferscale_manifests::File]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for f in files {
+        if f.path == "scaledobject.yaml" {
+            for t in yaml(&f.contents)["spec"]["triggers"].as_array().unwrap() {
+                if let Some(q) = t["metadata"]["query"].as_str() {
+                    out.push((f.path.clone(), q.to_owned()));
+                }
+            }
+        } else if f.path == "prometheus-rules.yaml" {
+            for g in yaml(&f.contents)["groups"].as_array().unwrap() {
+                for r in g["rules"].as_array().unwrap() {
+                    out.push((f.path.clone(), r["expr"].as_str().unwrap().to_owned()));
+                }
+            }
+        } else if f.path.ends_with(".json") {
+            let doc: serde_json::Value = serde_json::from_str(&f.contents).unwrap();
+            for p in doc["panels"].as_array().unwrap() {
+                for t in p["targets"].as_array().unwrap() {
+                    let q = t["expr"].as_str().unwrap();
+                    let vars: Vec<(String, String)> = inferscale_manifests::variables_in(q)
+                        .into_iter()
+                        .map(|v| (v, "1m".to_owned()))
+                        .collect();
+                    out.push((
+                        f.path.clone(),
+                        inferscale_manifests::with_variables(q, &vars),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// For each engine the files are written for, every object validates, every query reads
+/// only that engine's names (each one the catalog has it serving) and DCGM's, and what the
+/// engine lacks is said in the README rather than queried; a query that could only return
+/// nothing is a defect here.
+#[test]
+fn each_engine_s_files_read_only_its_own_metric_names() {
+    use inferscale_catalog::{Engine, Signal, names_for};
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::Tgi, Engine::LlamaCpp] {
+        let mut o = options();
+        o.engine = engine;
+        let files = generate(&thresholds(), &o).unwrap_or_else(|e| panic!("{engine}: {e}"));
+        for f in files.iter().filter(|f| f.path.ends_with(".yaml")) {
+            for doc in documents(&f.contents) {
+                if doc["kind"].as_str().is_some() {
+                    assert_eq!(object(&doc), Vec::new(), "{engine}: {}", f.path);
+                }
+            }
+        }
+        let served: Vec<&str> = Signal::ALL
+            .into_iter()
+            .flat_map(names_for)
+            .filter(|n| n.engine == engine || n.engine == Engine::Dcgm)
+            .map(|n| n.name)
+            .collect();
+        let qs = queries(&files);
+        assert!(qs.len() > 20, "{engine}: {} queries", qs.len());
+        for (path, q) in &qs {
+            let parsed = inferscale_promql::Query::parse(q)
+                .unwrap_or_else(|e| panic!("{engine}: {path}: {q}: {e}"));
+            for name in parsed.metric_names() {
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name);
+                let allowed = served.contains(&name.as_str())
+                    || served.contains(&base)
+                    || name == "up"
+                    || (engine == Engine::Vllm
+                        && (name.starts_with("vllm:") || name.starts_with("http_")));
+                assert!(
+                    allowed,
+                    "{engine}: {path} reads {name}, which {engine} does not serve: {q}"
+                );
+            }
+        }
+        let readme = &files
+            .iter()
+            .find(|f| f.path == "README.md")
+            .unwrap()
+            .contents;
+        let so = yaml(&files[0].contents);
+        let triggers = so["spec"]["triggers"].as_array().unwrap();
+        if engine == Engine::LlamaCpp {
+            assert!(readme.contains("## The engine: llama.cpp"), "{readme}");
+            assert!(readme.contains("serves no latency histogram"), "{readme}");
+            assert!(
+                triggers.iter().all(|t| t["name"] != "queue-time-guardrail"),
+                "{so}"
+            );
+            let rules = &files
+                .iter()
+                .find(|f| f.path == "prometheus-rules.yaml")
+                .unwrap()
+                .contents;
+            assert!(
+                rules.contains("alert: HighLatency")
+                    && rules.contains("llamacpp:tokens_predicted_total"),
+                "{rules}"
+            );
+            assert!(
+                !rules.contains("KVCacheFull") && rules.contains("LlamaCppTargetDown"),
+                "{rules}"
+            );
+        } else {
+            assert!(!readme.contains("serves no latency histogram"), "{engine}");
+        }
+        if engine == Engine::Vllm {
+            assert!(!readme.contains("## The engine:"), "{readme}");
+        }
+    }
+}

@@ -156,8 +156,8 @@ impl Plan {
     ///
     /// When a matcher in `scope` does not make a valid query (the text, and why).
     pub fn new(scope: &Scope) -> Result<Plan, inferscale_promql::ParseError> {
-        let sel = Sel(scope.engine.clone());
-        let gsel = Sel(scope.gpu.clone());
+        let sel = Sel::raw(scope.engine.clone());
+        let gsel = Sel::raw(scope.gpu.clone());
         let w = scope.window.as_str();
         let r = scope.replica_label.as_str();
         let mut items: Vec<(Metric, String)> = vec![

@@ -76,6 +76,38 @@ pub struct SimConfig {
     /// (the default when a request gives `tools`) is served; without, it is refused with
     /// vLLM's message.
     pub auto_tool_choice: bool,
+    /// Whose `/metrics` it serves: vLLM's families, or llama.cpp's (`max_num_seqs` then
+    /// stands for llama-server's slots, `-np`).
+    pub speaks: Speaks,
+}
+
+/// The engine whose `/metrics` a simulated server serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Speaks {
+    /// vLLM 0.33's families.
+    #[default]
+    Vllm,
+    /// llama.cpp's `llama-server --metrics` families.
+    LlamaCpp,
+}
+
+impl Speaks {
+    /// The catalog's engine.
+    pub fn engine(self) -> inferscale_catalog::Engine {
+        match self {
+            Speaks::Vllm => inferscale_catalog::Engine::Vllm,
+            Speaks::LlamaCpp => inferscale_catalog::Engine::LlamaCpp,
+        }
+    }
+
+    /// The engine's dialect, for an engine the simulator speaks (`None` for the others).
+    pub fn of(engine: inferscale_catalog::Engine) -> Option<Speaks> {
+        match engine {
+            inferscale_catalog::Engine::Vllm => Some(Speaks::Vllm),
+            inferscale_catalog::Engine::LlamaCpp => Some(Speaks::LlamaCpp),
+            _ => None,
+        }
+    }
 }
 
 /// A server's API key. `Debug` does not show it.
@@ -122,6 +154,7 @@ impl SimConfig {
             access_log: None,
             api_key: None,
             auto_tool_choice: false,
+            speaks: Speaks::Vllm,
         }
     }
 }

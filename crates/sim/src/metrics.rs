@@ -493,3 +493,42 @@ pub(crate) fn exposition<'a>(
     }
     out.exp
 }
+
+/// llama.cpp's `/metrics` families that `keep` accepts, from the same engine statistics:
+/// what `sim --engine llamacpp` serves and a rehearsal of a llama.cpp deployment scrapes.
+/// Its seconds are summed over requests, as llama.cpp sums each slot's timings; its
+/// throughput gauges are averages over the whole run (llama.cpp's reset at each scrape,
+/// which a rehearsal's scrapes would race); busy slots per step are the tokens generated
+/// per step, one per decoding slot.
+pub(crate) fn llamacpp_exposition<'a>(s: &Stats, keep: &dyn Fn(&str) -> bool) -> Exposition<'a> {
+    use inferscale_catalog::llamacpp::{FAMILIES, Value as L};
+    let mut out = Out {
+        exp: Exposition::new(Format::PrometheusText),
+        created: 0.0,
+    };
+    let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
+    let prompt = s.prompt_tokens.saturating_sub(s.prefix_cache_hits) as f64;
+    for fam in FAMILIES.iter().filter(|f| keep(f.name)) {
+        let v = match fam.value {
+            L::PromptTokens => prompt,
+            L::PromptTokensCached => s.prefix_cache_hits as f64,
+            L::PromptSeconds => s.prefill_time.sum,
+            L::GeneratedTokens => s.generation_tokens as f64,
+            L::GeneratedSeconds => s.decode_time.sum,
+            L::Decodes => s.steps as f64,
+            L::PromptThroughput => per(prompt, s.prefill_time.sum),
+            L::GenerationThroughput => per(s.generation_tokens as f64, s.decode_time.sum),
+            L::Processing => f64::from(s.running),
+            L::Deferred => f64::from(s.waiting),
+            L::BusySlotsPerDecode => per(s.generation_tokens as f64, s.steps as f64),
+            L::NotModelled => 0.0,
+        };
+        let kind = match fam.kind {
+            MetricKind::Counter => MetricType::Counter,
+            _ => MetricType::Gauge,
+        };
+        out.family(fam.name, kind, fam.help);
+        out.sample(fam.name, Vec::new(), v);
+    }
+    out.exp
+}

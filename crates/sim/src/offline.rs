@@ -42,6 +42,20 @@ impl Exporter {
         metrics::render(engine.stats(), &self.context(), &HttpStats::default())
     }
 
+    /// The families of `speaks`' `/metrics` that `keep` accepts (by family name), as an
+    /// exposition (llama.cpp's from the same statistics).
+    pub fn exposition(
+        &self,
+        speaks: crate::Speaks,
+        engine: &Engine,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Exposition<'_> {
+        match speaks {
+            crate::Speaks::Vllm => self.vllm_exposition(engine, keep),
+            crate::Speaks::LlamaCpp => metrics::llamacpp_exposition(engine.stats(), keep),
+        }
+    }
+
     /// The families of vLLM's `/metrics` that `keep` accepts (by family name), as an
     /// exposition: what a scrape of [`Exporter::vllm`] would store, without writing and
     /// parsing the text (the rehearsal scrapes every replica every 15 s for a day).
@@ -89,6 +103,7 @@ impl Exporter {
 pub struct FleetExporters {
     cfg: EngineConfig,
     model_name: String,
+    speaks: crate::Speaks,
     by_replica: std::collections::HashMap<usize, Exporter>,
 }
 
@@ -98,8 +113,15 @@ impl FleetExporters {
         FleetExporters {
             cfg: cfg.clone(),
             model_name: model_name.to_owned(),
+            speaks: crate::Speaks::Vllm,
             by_replica: std::collections::HashMap::new(),
         }
+    }
+
+    /// The same exporters, serving `speaks`' families.
+    pub fn speaking(mut self, speaks: crate::Speaks) -> Self {
+        self.speaks = speaks;
+        self
     }
 
     /// Forgets replica `id` (it left).
@@ -108,7 +130,7 @@ impl FleetExporters {
     }
 }
 
-/// A replica's vLLM families that `keep` accepts and, when `keep` accepts any `DCGM_`
+/// A replica's engine families that `keep` accepts and, when `keep` accepts any `DCGM_`
 /// family, its GPU exporter's, at virtual time `now`.
 impl Exporters for FleetExporters {
     fn collect(
@@ -124,7 +146,7 @@ impl Exporters for FleetExporters {
             .by_replica
             .entry(id)
             .or_insert_with(|| Exporter::new(cfg, model, 0.0, id));
-        out(Job::Engine, &e.vllm_exposition(engine, keep));
+        out(Job::Engine, &e.exposition(self.speaks, engine, keep));
         if inferscale_catalog::dcgm::DEFAULT_FIELDS
             .iter()
             .chain(inferscale_catalog::dcgm::ECC_FIELDS)

@@ -357,7 +357,13 @@ async fn vllm_metrics(r: &Replica) -> Response<Body> {
         show_deprecated: r.cfg.show_deprecated_metrics,
         process: ProcessInfo::current(r.created_unix),
     };
-    let body = metrics::render(&snap.stats, &ctx, &http);
+    let body = match r.cfg.speaks {
+        crate::Speaks::Vllm => metrics::render(&snap.stats, &ctx, &http),
+        crate::Speaks::LlamaCpp => inferscale_promtext::write(
+            &metrics::llamacpp_exposition(&snap.stats, &|_| true),
+            inferscale_promtext::WriteOptions::new(inferscale_promtext::Format::PrometheusText),
+        ),
+    };
     full(
         StatusCode::OK,
         "text/plain; version=0.0.4; charset=utf-8",

@@ -111,7 +111,7 @@ pub(crate) fn run(a: &MergeArgs) -> Result<ExitCode> {
     if let Some(prom) = &prom {
         let url = prom.url();
         let sel = match &a.selector {
-            Some(s) => Sel(s.trim().trim_matches(['{', '}']).to_owned()),
+            Some(s) => Sel::raw(s.trim().trim_matches(['{', '}'])),
             None => Sel::exact(&[("model_name", m.report.target.model.as_str())]),
         };
         let t0 = crate::job::server_view::start_of(&parts).ok_or_else(|| {
@@ -124,7 +124,7 @@ pub(crate) fn run(a: &MergeArgs) -> Result<ExitCode> {
         if n == 0 {
             eprintln!(
                 "warning: Prometheus at {url} has no series matching {{{}}} during the run: the merged run has no server side",
-                sel.0
+                sel.matchers()
             );
         }
         from_prometheus = Some(n);

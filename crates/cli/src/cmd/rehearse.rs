@@ -114,7 +114,8 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             i + 1,
             duration_s / 3600.0
         );
-        let mut sim = FleetExporters::new(&setup.engine, &model_name);
+        let mut sim = FleetExporters::new(&setup.engine, &model_name)
+            .speaking(crate::job::rehearse::speaks(&k, &setup.rules)?);
         let mut out = rehearse(&setup, &k, &traffic, &mut sim, &mut |t| {
             eprintln!("  {label}: {:.0} h simulated", t / 3600.0);
         })?;

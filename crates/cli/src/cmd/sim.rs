@@ -47,6 +47,15 @@ pub(crate) fn resolve(a: &SimArgs) -> Result<SimConfig> {
     cfg.speedup = a.speedup;
     cfg.faults = faults;
     cfg.show_deprecated_metrics = a.show_deprecated_metrics;
+    cfg.speaks = match a.engine {
+        crate::cli::SimEngineArg::Vllm => inferscale_sim::Speaks::Vllm,
+        crate::cli::SimEngineArg::Llamacpp => {
+            if a.show_deprecated_metrics {
+                bail!("--show-deprecated-metrics is vLLM's: llama.cpp has no deprecated names");
+            }
+            inferscale_sim::Speaks::LlamaCpp
+        }
+    };
     cfg.max_body_bytes = a.max_body;
     cfg.hostname = a.hostname.clone();
     cfg.access_log = a.access_log.clone();

@@ -55,7 +55,33 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
         &t.source.model,
         profile.as_deref(),
     )?;
+    o.engine = match (c.engine, t.source.engine.as_deref()) {
+        (Some(e), _) => e.engine(),
+        (None, None) => inferscale_catalog::Engine::Vllm,
+        (None, Some(key)) => match inferscale_catalog::Engine::from_key(key) {
+            Some(e)
+                if e != inferscale_catalog::Engine::TrtLlm
+                    && e != inferscale_catalog::Engine::Dcgm =>
+            {
+                e
+            }
+            _ => {
+                return Err(anyhow!(
+                    "the thresholds come from a {key:?} server, whose metric names inferscale cannot write queries for: give --engine (vllm, sglang, tgi or llamacpp)"
+                ));
+            }
+        },
+    };
     o.policy = policy(t, c.signal, &o);
+    if let Some(p) = &o.policy
+        && p.primary == inferscale_analysis::scaling::Primary::ArrivalRate
+        && !o.engine.serves(inferscale_catalog::Signal::RequestsOk)
+    {
+        return Err(anyhow!(
+            "--signal arrival-rate counts finished requests, which {} does not serve: use --signal in-flight",
+            o.engine.title()
+        ));
+    }
     if let Some(p) = &mut o.policy {
         // The flags win: --min-replicas is the floor written, and --max-replicas the ceiling;
         // without it, the room the tuning needed.
@@ -156,6 +182,9 @@ fn from_flags(
         service: c.service.clone().unwrap_or_else(|| c.deployment.clone()),
         service_port: parse_port(&c.service_port)?,
         model_name: c.model_name.clone().unwrap_or_else(|| model.to_owned()),
+        engine: c
+            .engine
+            .map_or(inferscale_catalog::Engine::Vllm, |e| e.engine()),
         prometheus_url: c.prometheus_url.clone(),
         prometheus_release: c.prometheus_release.clone(),
         min_replicas: c.min_replicas,

@@ -106,6 +106,36 @@ pub(crate) fn read_scaledobject(path: &Path) -> Result<KedaSpec> {
 /// Reads the alerting rules of a PrometheusRule or a plain rule file: each rule's query and
 /// `for`, and the first group's own interval if it has one; a refusal names the field and its
 /// line.
+/// Whose metric names a ScaledObject's (and its rules') queries read, as the simulator's
+/// dialect: llama.cpp's when any name is, vLLM's otherwise. An engine the simulator does not
+/// speak is refused by name (its queries would read nothing in the rehearsal).
+pub(crate) fn speaks(keda: &KedaSpec, rules: &[AlertRule]) -> Result<inferscale_sim::Speaks> {
+    use inferscale_catalog::Engine;
+    let names: Vec<String> = keda
+        .triggers
+        .iter()
+        .filter_map(|t| t.query())
+        .chain(rules.iter().map(|r| &r.query))
+        .flat_map(|q| q.metric_names())
+        .collect();
+    let mut found = None;
+    for e in Engine::SERVING {
+        if names.iter().any(|n| e.owns(n)) {
+            match (found, inferscale_sim::Speaks::of(e)) {
+                (_, None) => bail!(
+                    "the ScaledObject reads {}'s metrics, which the rehearsal's simulator does not serve (it speaks vLLM and llama.cpp)",
+                    e.title()
+                ),
+                (Some(f), Some(s)) if f != s => bail!(
+                    "the ScaledObject and its rules read both vLLM's and llama.cpp's metric names: one engine at a time"
+                ),
+                (_, s) => found = s,
+            }
+        }
+    }
+    Ok(found.unwrap_or_default())
+}
+
 pub(crate) fn read_rules(path: &Path) -> Result<(Vec<AlertRule>, Option<f64>)> {
     let text = read_text(path, "the rule file", cap::SMALL)?;
     let set = inferscale_autoscale::alerts::read_rules(&text).map_err(|e| {
@@ -381,7 +411,8 @@ pub(crate) fn standard(
             judge_from_s: 0.0,
             engine: replica.engine.clone(),
         };
-        let mut sim = FleetExporters::new(&setup.engine, model_name);
+        let mut sim =
+            FleetExporters::new(&setup.engine, model_name).speaking(speaks(&keda, &rules)?);
         let mut out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
         set_apart(&mut out, &traffic, startup, capacity, 0.0);
         labelled.push((label, out));

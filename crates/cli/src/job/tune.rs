@@ -137,7 +137,15 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
         held_out,
     };
     let model = o.model_name.clone();
-    let make = move || -> Box<dyn Exporters> { Box::new(FleetExporters::new(&engine, &model)) };
+    let speaks = inferscale_sim::Speaks::of(o.engine).ok_or_else(|| {
+        anyhow!(
+            "the rehearsal's simulator serves vLLM's and llama.cpp's metrics, not {}'s: tune cannot rehearse a ScaledObject that reads them",
+            o.engine.title()
+        )
+    })?;
+    let make = move || -> Box<dyn Exporters> {
+        Box::new(FleetExporters::new(&engine, &model).speaking(speaks))
+    };
     eprintln!(
         "tune: {} on {}; SLO {slo} s for {:.1} % of requests; a replica starts in {startup_s:.0} s on a new node",
         ask.replica.about,
