@@ -16,6 +16,8 @@ use crate::ReadError;
 pub struct Served {
     /// Every sample name served (`vllm:e2e_request_latency_seconds_bucket`, …).
     pub samples: BTreeSet<String>,
+    /// The engines whose names those are, most samples first.
+    pub engines: Vec<inferscale_catalog::Engine>,
     /// The labels of vLLM's `vllm:cache_config_info` (its cache configuration), when served.
     pub cache_config: Option<BTreeMap<String, String>>,
 }
@@ -153,6 +155,9 @@ pub struct Names {
     pub job: String,
     /// The vLLM container's name (to find it in a pod template).
     pub container: String,
+    /// `--engine`: the engine the deployment runs, when given (else found from what the
+    /// server serves, the manifests read, or the thresholds say).
+    pub engine: Option<inferscale_catalog::Engine>,
 }
 
 /// Everything gathered.
@@ -160,6 +165,10 @@ pub struct Names {
 pub struct Evidence {
     /// The names.
     pub names: Names,
+    /// The engine the deployment runs, whose names the checks expect.
+    pub engine: inferscale_catalog::Engine,
+    /// How it was chosen (`--engine`, the server's /metrics, …), for messages.
+    pub engine_from: String,
     /// `--url`, and what its `/metrics` served (`None`: no `--url`).
     pub metrics: Option<(String, Result<Served, ReadError>)>,
     /// What its `/v1/models` listed.

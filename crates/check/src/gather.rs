@@ -16,7 +16,7 @@ use inferscale_promql::Value;
 
 use crate::ReadError;
 use crate::evidence::{
-    Doc, Evidence, LoadedRule, Manifests, Names, PrometheusEvidence, Promtool, Row, Served,
+    Doc, Evidence, LoadedRule, Manifests, Names, PrometheusEvidence, Promtool, Row, RunDir, Served,
     ServedModel,
 };
 
@@ -48,7 +48,10 @@ pub struct Inputs {
 }
 
 fn served(exp: &inferscale_promtext::Exposition<'_>) -> Served {
-    let mut s = Served::default();
+    let mut s = Served {
+        engines: inferscale_catalog::detect(exp),
+        ..Served::default()
+    };
     for x in exp.samples() {
         let name = x.name();
         if name == inferscale_catalog::vllm::CACHE_CONFIG_INFO_NAME && s.cache_config.is_none() {
@@ -184,6 +187,7 @@ fn trigger_queries(m: Option<&Manifests>) -> Vec<String> {
 async fn prometheus(
     p: &Prometheus,
     names: &Names,
+    engine: Engine,
     manifests: Option<&Manifests>,
     observe_s: f64,
 ) -> PrometheusEvidence {
@@ -194,7 +198,7 @@ async fn prometheus(
         p,
         &format!(
             "{}{{namespace={}}}",
-            catalog_name(Engine::Vllm, Signal::QueueDepth),
+            catalog_name(engine, Signal::QueueDepth),
             q(&names.namespace)
         ),
     )
@@ -308,6 +312,44 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
     Promtool::Ran(verdicts)
 }
 
+/// The engine the checks expect, and how it was chosen: `--engine`; else the one the
+/// server's `/metrics` shows; else the one whose names the manifests read; else the one
+/// thresholds.json was measured on; else vLLM.
+fn engine(
+    inputs: &Inputs,
+    metrics: Option<&(String, Result<Served, ReadError>)>,
+    manifests: Option<&Manifests>,
+    run: Option<&RunDir>,
+) -> (Engine, String) {
+    if let Some(e) = inputs.names.engine {
+        return (e, "--engine".to_owned());
+    }
+    if let Some((url, Ok(s))) = metrics
+        && let Some(e) = s.engines.iter().find(|e| **e != Engine::Dcgm)
+    {
+        return (*e, format!("{url}"));
+    }
+    if let Some(m) = manifests {
+        let names: Vec<String> = crate::judge::manifest_names(m);
+        if let Some(e) = Engine::SERVING
+            .into_iter()
+            .find(|e| names.iter().any(|n| e.owns(n)))
+        {
+            return (e, format!("the names {} reads", m.dir.display()));
+        }
+    }
+    if let Some(RunDir {
+        thresholds: Some(Ok(t)),
+        dir,
+        ..
+    }) = run
+        && let Some(e) = t.source.engine.as_deref().and_then(Engine::from_key)
+    {
+        return (e, format!("{}", dir.join("thresholds.json").display()));
+    }
+    (Engine::Vllm, "the default".to_owned())
+}
+
 /// Reads everything `inputs` names. Never fails: what could not be read is kept as the
 /// reason, for the checks to judge.
 pub async fn gather(inputs: &Inputs) -> Evidence {
@@ -330,14 +372,26 @@ pub async fn gather(inputs: &Inputs) -> Evidence {
         Some(t) => Some((t.url.clone(), scrape(t, &inputs.access).await)),
         None => None,
     };
+    let run = inputs.run_dir.as_deref().map(crate::read::run_dir);
+    let (engine, engine_from) = engine(inputs, metrics.as_ref(), manifests.as_ref(), run.as_ref());
     let prom = match &inputs.prometheus {
-        Some(p) => Some(prometheus(p, &inputs.names, manifests.as_ref(), inputs.observe_s).await),
+        Some(p) => Some(
+            prometheus(
+                p,
+                &inputs.names,
+                engine,
+                manifests.as_ref(),
+                inputs.observe_s,
+            )
+            .await,
+        ),
         None => None,
     };
     let promtool = promtool(inputs.promtool.as_deref(), manifests.as_ref());
-    let run = inputs.run_dir.as_deref().map(crate::read::run_dir);
     Evidence {
         names: inputs.names.clone(),
+        engine,
+        engine_from,
         metrics,
         models,
         dcgm,

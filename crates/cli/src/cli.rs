@@ -858,6 +858,12 @@ pub(crate) struct CheckArgs {
     #[arg(long, value_name = "NAME", default_value = "vllm")]
     pub(crate) job: String,
 
+    /// The engine the deployment runs (default: the one --url's /metrics shows, else the one
+    /// the manifests read, else thresholds.json's, else vllm). Checks expect its names; files
+    /// or a server speaking another engine's fail by name.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub(crate) engine: Option<EngineArg>,
+
     /// The vLLM container's name in the pod template.
     #[arg(long, value_name = "NAME", default_value = "vllm")]
     pub(crate) container: String,

@@ -210,13 +210,16 @@ pub enum GenerateError {
         /// `--max-replicas`.
         max: u32,
     },
-    /// An SLO outside what vLLM's histograms can resolve.
+    /// An SLO outside what the engine's latency histogram can resolve.
     #[error(
-        "--slo-p95-e2e must be between 0.3 s (vLLM's first latency bucket) and 10 minutes, not {seconds} s"
+        "--slo-p95-e2e must be above {floor} s{} and at most 10 minutes, not {seconds} s",
+        if *floor > 0.0 { " (the first bucket of the engine's latency histogram)" } else { "" }
     )]
     Slo {
         /// What was given.
         seconds: f64,
+        /// The lowest it may be (exclusive).
+        floor: f64,
     },
     /// Not an http(s) URL.
     #[error("--prometheus-url {url:?} is not an http(s) URL")]
@@ -324,9 +327,17 @@ pub fn check(o: &Options) -> Result<(), GenerateError> {
             max: o.max_replicas,
         });
     }
-    if !(o.slo_p95_e2e_s.is_finite() && o.slo_p95_e2e_s > 0.3 && o.slo_p95_e2e_s <= 600.0) {
+    // The floor is the first bucket of a latency histogram; an engine without one (llama.cpp:
+    // the mean by Little's law) has none.
+    let floor = if o.engine.serves(inferscale_catalog::Signal::E2eLatency) {
+        0.3
+    } else {
+        0.0
+    };
+    if !(o.slo_p95_e2e_s.is_finite() && o.slo_p95_e2e_s > floor && o.slo_p95_e2e_s <= 600.0) {
         return Err(GenerateError::Slo {
             seconds: o.slo_p95_e2e_s,
+            floor,
         });
     }
     if !(o.prometheus_url.starts_with("http://") || o.prometheus_url.starts_with("https://")) {

@@ -143,3 +143,57 @@ pub fn prometheus(
         (reap, addr)
     }
 }
+
+/// The llama.cpp build the tests serve with ([`llama_server`]): the sources PyPI's
+/// llama-cpp-python of this version vendors, built by `scripts/llama-server`.
+pub const LLAMA_CPP_PYTHON: &str = "0.3.36";
+
+/// A running `llama-server --metrics` (llama.cpp's own OpenAI-compatible server, not ours)
+/// serving the tiny random-weight model with `slots` slots on a free loopback port, ready.
+/// `scripts/llama-server` (run by `./scripts/test`) builds both into
+/// `$INFERSCALE_CACHE` (default `~/.cache/inferscale`); a missing build fails the test
+/// naming that script, never skips it.
+///
+/// # Panics
+///
+/// When the build or the model is missing, or the server is not ready in a minute.
+pub fn llama_server(slots: u32) -> (Reap, std::net::SocketAddr) {
+    let cache = std::env::var_os("INFERSCALE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/inferscale")))
+        .unwrap_or_else(|| PathBuf::from(".cache/inferscale"));
+    let bin = cache
+        .join(format!("llama-cpp-python-{LLAMA_CPP_PYTHON}"))
+        .join("bin/llama-server");
+    let model = cache.join("tiny-llama.gguf");
+    for p in [&bin, &model] {
+        assert!(
+            p.is_file(),
+            "{} is missing: run ./scripts/llama-server (./scripts/test does) to build llama.cpp's server and write the tiny model; this test never skips",
+            p.display()
+        );
+    }
+    #[allow(clippy::unwrap_used)]
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    #[allow(clippy::unwrap_used)]
+    let child = std::process::Command::new(&bin)
+        .arg("-m")
+        .arg(&model)
+        .args(["--host", "127.0.0.1", "--port", &addr.port().to_string()])
+        .args(["--metrics", "-np", &slots.to_string()])
+        .args(["-c", &(1024 * slots).to_string(), "-t", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let reap = Reap(child);
+    let deadline = inferscale_clock::now() + std::time::Duration::from_secs(60);
+    while http_get(addr, "/health").map(|r| r.0).unwrap_or(0) != 200 {
+        assert!(
+            inferscale_clock::now() < deadline,
+            "llama-server did not become ready in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (reap, addr)
+}

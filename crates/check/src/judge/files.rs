@@ -40,6 +40,17 @@ pub(super) fn dashboards(e: &Evidence) -> Outcome {
             }
         }
     }
+    let all: Vec<&str> = m
+        .docs
+        .iter()
+        .flat_map(|f| match &f.doc {
+            Doc::Dashboard { queries, .. } => queries.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    if let Some(f) = foreign(e, all) {
+        return fail(c, format!("the dashboards {f}"), regenerate(e));
+    }
     if n == 0 {
         return fail(
             c,
@@ -97,7 +108,7 @@ pub(super) const FIVE: [(&str, Signal); 5] = [
 pub(super) fn reads_signal(q: &Query, s: Signal) -> bool {
     q.metric_names().iter().any(|n| {
         Signal::ALL.contains(&s)
-            && [Engine::Vllm, Engine::Dcgm]
+            && Engine::ALL
                 .into_iter()
                 .flat_map(|en| names_of(en, s))
                 .any(|m| m.name == base(n) || m.name == n.as_str())
@@ -138,7 +149,17 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
             );
         }
     }
-    let missing: Vec<&str> = FIVE
+    if let Some(f) = foreign(e, rules.iter().map(|(_, r)| r.query.text())) {
+        return fail(c, format!("the alerts {f}"), regenerate(e));
+    }
+    // An alert on a signal the engine does not serve could never fire: not required.
+    // (One present by name stands, whatever it reads: llama.cpp's HighLatency reads a mean.)
+    let (five, not_applicable): (Vec<_>, Vec<_>) = FIVE.iter().partition(|(name, s)| {
+        s.tier() == inferscale_catalog::Tier::Gpu
+            || e.engine.serves(*s)
+            || rules.iter().any(|(_, r)| r.name == *name)
+    });
+    let missing: Vec<&str> = five
         .iter()
         .filter(|(name, s)| {
             !rules
@@ -180,6 +201,25 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
             "read the current names (vllm:kv_cache_usage_perc, vllm:inter_token_latency_seconds), with the old ones as `or` fallbacks",
         );
     }
+    let present = if not_applicable.is_empty() {
+        "the five alerts are present".to_owned()
+    } else {
+        format!(
+            "the {} alerts {} can feed are present ({} left out: it serves no {})",
+            five.len(),
+            e.engine.title(),
+            not_applicable
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+            not_applicable
+                .iter()
+                .map(|(_, s)| s.label())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )
+    };
     let checked = match &e.promtool {
         Promtool::Ran(v) => format!(", promtool check rules passed on {} file(s)", v.len()),
         Promtool::Missing => ", read by inferscale (promtool not installed)".to_owned(),
@@ -187,7 +227,7 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
     if let Some(p) = &e.prometheus {
         match &p.rules {
             Ok(loaded) => {
-                let absent: Vec<&str> = FIVE
+                let absent: Vec<&str> = five
                     .iter()
                     .map(|(n, _)| *n)
                     .filter(|n| {
@@ -224,17 +264,14 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
                 }
                 return pass(
                     c,
-                    format!(
-                        "the five alerts are present{checked}, and loaded and healthy in {}",
-                        p.url
-                    ),
+                    format!("{present}{checked}, and loaded and healthy in {}", p.url),
                 );
             }
             Err(why) => {
                 return warn(
                     c,
                     format!(
-                        "the five alerts are present{checked}; {} did not list its rules: {why}",
+                        "{present}{checked}; {} did not list its rules: {why}",
                         p.url
                     ),
                     "check that Prometheus' /api/v1/rules answers",
@@ -242,7 +279,40 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
             }
         }
     }
-    pass(c, format!("the five alerts are present{checked}"))
+    pass(c, format!("{present}{checked}"))
+}
+
+/// The first query among `queries` that reads another inference engine's names than the
+/// deployment's, said as "read vLLM's names (vllm:…), but …".
+pub(super) fn foreign<'a>(
+    e: &Evidence,
+    queries: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    for q in queries {
+        let Some(n) = query_names(q) else { continue };
+        for name in &n.names {
+            if let Some(other) = Engine::SERVING
+                .into_iter()
+                .find(|x| *x != e.engine && x.owns(name))
+            {
+                return Some(format!(
+                    "read {}'s names ({name}), but the engine is {} ({}): they would read nothing",
+                    other.title(),
+                    e.engine.title(),
+                    e.engine_from
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The fix for files written for another engine.
+pub(super) fn regenerate(e: &Evidence) -> String {
+    format!(
+        "regenerate them for this engine: inferscale generate --engine {} (or give check the --engine the deployment runs)",
+        e.engine.key()
+    )
 }
 
 pub(super) fn scaled_object(e: &Evidence) -> Outcome {
@@ -258,6 +328,14 @@ pub(super) fn scaled_object(e: &Evidence) -> Outcome {
             _ => None,
         })
         .collect();
+    let triggers: Vec<&str> = sos
+        .iter()
+        .flat_map(|(_, so)| so["spec"]["triggers"].as_array().into_iter().flatten())
+        .filter_map(|t| t["metadata"]["query"].as_str())
+        .collect();
+    if let Some(f) = foreign(e, triggers) {
+        return fail(c, format!("the ScaledObject's triggers {f}"), regenerate(e));
+    }
     if sos.is_empty() {
         return fail(
             c,

@@ -36,10 +36,33 @@ pub(super) fn metrics_exposed(e: &Evidence) -> Outcome {
             );
         }
     };
+    let engine = e.engine;
+    if let Some(other) = served
+        .engines
+        .iter()
+        .find(|x| **x != Engine::Dcgm)
+        .filter(|x| **x != engine)
+    {
+        return fail(
+            c,
+            format!(
+                "{url} serves {}'s metrics, not {}'s ({}): the manifests' queries would read nothing",
+                other.title(),
+                engine.title(),
+                e.engine_from
+            ),
+            format!(
+                "regenerate the manifests with inferscale generate --engine {}, or point --url at the {} pods",
+                other.key(),
+                engine.title()
+            ),
+        );
+    }
     let mut missing = Vec::new();
     let mut old = Vec::new();
-    for s in REQUIRED {
-        let names: Vec<_> = names_of(Engine::Vllm, s).collect();
+    let required: Vec<Signal> = REQUIRED.into_iter().filter(|s| engine.serves(*s)).collect();
+    for s in required.iter().copied() {
+        let names: Vec<_> = names_of(engine, s).collect();
         let current = names
             .iter()
             .any(|n| n.status != NameStatus::Deprecated && served.has(n.name));
@@ -56,10 +79,14 @@ pub(super) fn metrics_exposed(e: &Evidence) -> Outcome {
         return fail(
             c,
             format!(
-                "{url} does not serve {} (is it vLLM? the V1 engine serves them all)",
-                short(&missing, 4)
+                "{url} does not serve {} (is it {}? it serves them all)",
+                short(&missing, 4),
+                engine.title()
             ),
-            "point --url at the vLLM pods' API port (8000); a gateway's /metrics is not the engine's",
+            format!(
+                "point --url at the {} pods' API port; a gateway's /metrics is not the engine's",
+                engine.title()
+            ),
         );
     }
     // Dashboards and rules still written against renamed metrics.
@@ -73,7 +100,7 @@ pub(super) fn metrics_exposed(e: &Evidence) -> Outcome {
             }
         }
     }
-    let served_count = REQUIRED.len();
+    let served_count = required.len();
     if !old.is_empty() {
         return warn(
             c,
@@ -96,9 +123,26 @@ pub(super) fn metrics_exposed(e: &Evidence) -> Outcome {
             "replace vllm:gpu_cache_usage_perc with vllm:kv_cache_usage_perc and vllm:time_per_output_token_seconds with vllm:inter_token_latency_seconds (or regenerate with inferscale generate)",
         );
     }
+    let lacks: Vec<&str> = REQUIRED
+        .into_iter()
+        .filter(|s| !engine.serves(*s))
+        .map(Signal::label)
+        .collect();
     pass(
         c,
-        format!("{url} serves the {served_count} required vLLM families under their current names"),
+        if lacks.is_empty() {
+            format!(
+                "{url} serves the {served_count} required {} families under their current names",
+                engine.title()
+            )
+        } else {
+            format!(
+                "{url} serves the {served_count} {} families the method reads there ({} has no {}: the generated files substitute or leave them out)",
+                engine.title(),
+                engine.title(),
+                lacks.join(", ")
+            )
+        },
     )
 }
 
@@ -140,11 +184,15 @@ pub(super) fn prometheus_scrapes(e: &Evidence) -> Outcome {
             "see Prometheus' /targets page for the scrape error (port, path, TLS, NetworkPolicy)",
         );
     }
+    let waiting = names_of(e.engine, Signal::QueueDepth)
+        .map(|n| n.name)
+        .next()
+        .unwrap_or_default();
     match &p.engine_series {
         Ok(s) if !s.is_empty() => pass(
             c,
             format!(
-                "{} scrapes {n_up} of {} target(s) with {sel} up, with {} vllm:num_requests_waiting series",
+                "{} scrapes {n_up} of {} target(s) with {sel} up, with {} {waiting} series",
                 p.url,
                 up.len(),
                 s.len()
@@ -153,10 +201,15 @@ pub(super) fn prometheus_scrapes(e: &Evidence) -> Outcome {
         Ok(_) => fail(
             c,
             format!(
-                "{} scrapes {sel}, but has no vllm:num_requests_waiting{{namespace=\"{}\"}}: the scraped port is not vLLM's",
-                p.url, e.names.namespace
+                "{} scrapes {sel}, but has no {waiting}{{namespace=\"{}\"}}: the scraped port is not {}'s",
+                p.url,
+                e.names.namespace,
+                e.engine.title()
             ),
-            "point the ServiceMonitor's port at vLLM's API port (its /metrics)",
+            format!(
+                "point the ServiceMonitor's port at {}'s API port (its /metrics)",
+                e.engine.title()
+            ),
         ),
         Err(why) => fail(c, format!("{}: {why}", p.url), "check --prometheus"),
     }
@@ -215,7 +268,11 @@ pub(super) fn queries_read_served_metrics(e: &Evidence) -> Outcome {
     let mut blind = Vec::new();
     for (where_, q) in queries_of(m) {
         let Some(n) = query_names(&q) else { continue };
-        let vllm: Vec<&String> = n.names.iter().filter(|x| x.starts_with("vllm:")).collect();
+        let vllm: Vec<&String> = n
+            .names
+            .iter()
+            .filter(|x| Engine::SERVING.iter().any(|en| en.owns(x)))
+            .collect();
         let dcgm: Vec<&String> = n.names.iter().filter(|x| x.starts_with("DCGM_")).collect();
         let none_served = |names: &[&String], s: &Served| {
             !names.is_empty() && !names.iter().any(|x| s.has(base(x)) || s.has(x))

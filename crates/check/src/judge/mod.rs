@@ -25,6 +25,30 @@ use live::{
     triggers_one_series,
 };
 
+/// Every metric name the manifests' queries (dashboards, rules, the ScaledObject's
+/// triggers) read.
+pub(crate) fn manifest_names(m: &crate::evidence::Manifests) -> Vec<String> {
+    let mut out: Vec<String> = names::queries_of(m)
+        .iter()
+        .filter_map(|(_, q)| names::query_names(q))
+        .flat_map(|n| n.names)
+        .collect();
+    for f in &m.docs {
+        if let crate::evidence::Doc::ScaledObject(so) = &f.doc {
+            for t in so["spec"]["triggers"].as_array().into_iter().flatten() {
+                if let Some(q) = t["metadata"]["query"].as_str()
+                    && let Ok(parsed) = inferscale_promql::Query::parse(q)
+                {
+                    out.extend(parsed.metric_names());
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Every check, in id order.
 pub fn judge(e: &Evidence) -> Vec<Outcome> {
     vec![
@@ -87,7 +111,10 @@ mod tests {
                 namespace: "llm".into(),
                 job: "vllm".into(),
                 container: "vllm".into(),
+                engine: None,
             },
+            engine: inferscale_catalog::Engine::Vllm,
+            engine_from: "the default".into(),
             metrics: None,
             models: None,
             dcgm: None,

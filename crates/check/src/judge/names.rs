@@ -28,8 +28,21 @@ pub(super) fn base(name: &str) -> &str {
         .unwrap_or(name)
 }
 
-/// `None` for names that are neither vLLM's nor DCGM's (`up`, `http_requests_total`, …).
+/// `None` for names that are no engine's nor DCGM's (`up`, `http_requests_total`, …). Other
+/// engines' names are judged against the catalog's names for them: a known one carries its
+/// signal, an unknown one is taken as current (the catalog lists what the method reads, not
+/// every family those engines serve).
 pub(super) fn standing(name: &str) -> Option<Standing> {
+    if let Some(other) = Engine::ALL
+        .into_iter()
+        .find(|e| *e != Engine::Vllm && *e != Engine::Dcgm && e.owns(name))
+    {
+        let b = base(name);
+        let signal = Signal::ALL
+            .into_iter()
+            .find(|s| names_of(other, *s).any(|m| m.name == b || m.name == name));
+        return Some(Standing::Current(signal));
+    }
     if !(Engine::Vllm.owns(name) || Engine::Dcgm.owns(name)) {
         return None;
     }
@@ -55,13 +68,13 @@ pub(super) fn standing(name: &str) -> Option<Standing> {
     })
 }
 
-/// Every signal a vLLM or DCGM name carries in the catalog.
+/// Every signal an engine's or DCGM's name carries in the catalog.
 pub(super) fn signals_of(name: &str) -> Vec<Signal> {
     let b = base(name);
     Signal::ALL
         .into_iter()
         .filter(|s| {
-            [Engine::Vllm, Engine::Dcgm]
+            Engine::ALL
                 .into_iter()
                 .flat_map(|en| names_of(en, *s))
                 .any(|m| m.name == b || m.name == name)

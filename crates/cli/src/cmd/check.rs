@@ -131,6 +131,7 @@ fn resolve(args: &CheckArgs) -> Result<(Inputs, Vec<Check>)> {
                 namespace: args.namespace.clone(),
                 job: args.job.clone(),
                 container: args.container.clone(),
+                engine: args.engine.map(crate::cli::EngineArg::engine),
             },
             access,
             api,
