@@ -225,6 +225,12 @@ fn readable(base: f64, factor: f64, lo: f64, hi: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// The inference engine the run's server showed in its metrics (not the GPU exporter).
+fn measured_engine(run: &RunReport) -> Option<String> {
+    let mut engines = run.target.engines.iter();
+    engines.find(|e| e.as_str() != "dcgm").cloned()
+}
+
 /// Derives the thresholds.
 pub fn thresholds(
     run: &RunReport,
@@ -341,12 +347,7 @@ pub fn thresholds(
             started_at: run.started_at.clone(),
             simulated: run.target.simulated.clone(),
             max_num_seqs: run.target.max_num_seqs,
-            engine: run
-                .target
-                .engines
-                .iter()
-                .find(|e| e.as_str() != "dcgm")
-                .cloned(),
+            engine: measured_engine(run),
         },
         status: sat.status,
         partial: run.interrupted,

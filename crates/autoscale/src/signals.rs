@@ -32,6 +32,21 @@ fn trigger(name: &str, query: String, metric_type: &str, threshold: f64, o: &Opt
     )
 }
 
+/// What each compared signal reads: one the engine does not serve is not offered (its query
+/// could only return nothing).
+fn needs(name: &str) -> &'static [Signal] {
+    match name {
+        "queue" => &[Signal::QueueDepth],
+        "in-flight" => &[Signal::Running, Signal::QueueDepth],
+        "arrival-rate" => &[Signal::RequestsOk, Signal::Running, Signal::QueueDepth],
+        "running" => &[Signal::Running],
+        "kv-cache" => &[Signal::KvCacheUsage],
+        "p95-e2e" => &[Signal::E2eLatency],
+        "p95-queue-time" => &[Signal::QueueTime],
+        _ => &[],
+    }
+}
+
 /// The eight signals, from `t` and `o` (`max_num_seqs`: the engine's, for the occupancy
 /// target; `capacity_rps`: a replica's, for the proportional targets), each a copy of the
 /// seeds' ScaledObject with its own trigger.
@@ -159,20 +174,6 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
             ),
         ),
     ];
-    // What each signal reads: one the engine does not serve is not offered (its query could
-    // only return nothing).
-    let needs = |name: &str| -> &'static [Signal] {
-        match name {
-            "queue" => &[Signal::QueueDepth],
-            "in-flight" => &[Signal::Running, Signal::QueueDepth],
-            "arrival-rate" => &[Signal::RequestsOk, Signal::Running, Signal::QueueDepth],
-            "running" => &[Signal::Running],
-            "kv-cache" => &[Signal::KvCacheUsage],
-            "p95-e2e" => &[Signal::E2eLatency],
-            "p95-queue-time" => &[Signal::QueueTime],
-            _ => &[],
-        }
-    };
     list.into_iter()
         .filter(|(name, _, _)| needs(name).iter().all(|s| sel.serves(*s)))
         .map(|(name, about, tr)| {

@@ -327,7 +327,7 @@ fn engine(
     if let Some((url, Ok(s))) = metrics
         && let Some(e) = s.engines.iter().find(|e| **e != Engine::Dcgm)
     {
-        return (*e, format!("{url}"));
+        return (*e, url.clone());
     }
     if let Some(m) = manifests {
         let names: Vec<String> = crate::judge::manifest_names(m);

@@ -201,25 +201,7 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
             "read the current names (vllm:kv_cache_usage_perc, vllm:inter_token_latency_seconds), with the old ones as `or` fallbacks",
         );
     }
-    let present = if not_applicable.is_empty() {
-        "the five alerts are present".to_owned()
-    } else {
-        format!(
-            "the {} alerts {} can feed are present ({} left out: it serves no {})",
-            five.len(),
-            e.engine.title(),
-            not_applicable
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", "),
-            not_applicable
-                .iter()
-                .map(|(_, s)| s.label())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        )
-    };
+    let present = present(e, five.len(), &not_applicable);
     let checked = match &e.promtool {
         Promtool::Ran(v) => format!(", promtool check rules passed on {} file(s)", v.len()),
         Promtool::Missing => ", read by inferscale (promtool not installed)".to_owned(),
@@ -280,6 +262,21 @@ pub(super) fn alerts(e: &Evidence) -> Outcome {
         }
     }
     pass(c, format!("{present}{checked}"))
+}
+
+/// "the five alerts are present", or which the engine can feed and which it cannot.
+fn present(e: &Evidence, n: usize, not_applicable: &[(&str, Signal)]) -> String {
+    if not_applicable.is_empty() {
+        return "the five alerts are present".to_owned();
+    }
+    let names: Vec<&str> = not_applicable.iter().map(|(n, _)| *n).collect();
+    let signals: Vec<&str> = not_applicable.iter().map(|(_, s)| s.label()).collect();
+    format!(
+        "the {n} alerts {} can feed are present ({} left out: it serves no {})",
+        e.engine.title(),
+        names.join(", "),
+        signals.join(" or ")
+    )
 }
 
 /// The first query among `queries` that reads another inference engine's names than the
