@@ -741,6 +741,12 @@ pub(crate) struct MonitorArgs {
     #[arg(long, value_name = "NAME", default_value = "pod")]
     pub(crate) replica_label: String,
 
+    /// The engine the pods run, whose metric names are read (default: the one the first
+    /// --url's /metrics shows; vllm with --prometheus). What it does not serve (llama.cpp
+    /// has no latency histograms) shows as missing.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub(crate) engine: Option<EngineArg>,
+
     /// The window of rates and percentiles.
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     pub(crate) window: Duration,

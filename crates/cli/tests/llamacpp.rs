@@ -234,6 +234,33 @@ fn a_real_llama_server_is_measured_and_every_generated_query_reads_it() {
         "queries without data:\n{}",
         empty.join("\n")
     );
+    // scrape and monitor read its own names: the queue and the batch, not "missing".
+    let o = inferscale().args(["scrape", &url]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("llamacpp · 15 families"),
+        "{text}"
+    );
+    let o = inferscale()
+        .args([
+            "monitor",
+            "--url",
+            &url,
+            "--once",
+            "--json",
+            "--for",
+            "2s",
+            "--refresh",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let frame: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        frame["service"]["queue"].is_number() && frame["service"]["running"].is_number(),
+        "{frame}"
+    );
+
     // check on this setup: every check passes but two a CPU server cannot pass — no GPU, so
     // no DCGM exporter; and the scale cycle, which the rehearsal judges against an SLO of
     // this tiny model's (a tenth of a second), which no policy held.

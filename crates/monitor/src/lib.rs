@@ -16,6 +16,7 @@
 //! ```
 //! use inferscale_monitor::signals::{Plan, Scope};
 //! let plan = Plan::new(&Scope {
+//!     server: inferscale_catalog::Engine::Vllm,
 //!     engine: "namespace=\"llm\"".into(),
 //!     up: "namespace=\"llm\",job=\"vllm\"".into(),
 //!     gpu: String::new(),

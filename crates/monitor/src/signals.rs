@@ -124,6 +124,25 @@ pub struct Scope {
     pub window: String,
     /// The label that names a replica (`pod`).
     pub replica_label: String,
+    /// The engine whose names the queries spell; what it does not serve is not asked for
+    /// (and shows as missing).
+    pub server: inferscale_catalog::Engine,
+}
+
+/// The signal a metric reads from the engine, if any (`None`: `up` and the GPU's).
+fn engine_signal(m: Metric) -> Option<Signal> {
+    Some(match m {
+        Metric::Queue | Metric::ReplicaQueue => Signal::QueueDepth,
+        Metric::Running | Metric::ReplicaRunning => Signal::Running,
+        Metric::Rps | Metric::ReplicaRps | Metric::ReplicaE2eP95 => Signal::E2eLatency,
+        Metric::Latency(l, _) => l.signal(),
+        Metric::KvMean | Metric::KvMax | Metric::ReplicaKv => Signal::KvCacheUsage,
+        Metric::Preemptions => Signal::Preemptions,
+        Metric::PromptTokens => Signal::PromptTokens,
+        Metric::GenerationTokens => Signal::GenerationTokens,
+        Metric::TokensPerStep => Signal::IterationTokens,
+        _ => return None,
+    })
 }
 
 /// The labels a GPU row is grouped by: the exporter's own (released exporters write
@@ -156,7 +175,7 @@ impl Plan {
     ///
     /// When a matcher in `scope` does not make a valid query (the text, and why).
     pub fn new(scope: &Scope) -> Result<Plan, inferscale_promql::ParseError> {
-        let sel = Sel::raw(scope.engine.clone());
+        let sel = Sel::raw(scope.engine.clone()).of(scope.server);
         let gsel = Sel::raw(scope.gpu.clone());
         let w = scope.window.as_str();
         let r = scope.replica_label.as_str();
@@ -182,9 +201,8 @@ impl Plan {
         }
         let kv = q::series(Signal::KvCacheUsage, &sel);
         let step_sum = |suffix: &str| {
-            q::vllm_names(Signal::IterationTokens)
-                .iter()
-                .map(|n| format!("rate({n}_{suffix}{}[{w}])", sel.braces()))
+            inferscale_catalog::names_of(scope.server, Signal::IterationTokens)
+                .map(|n| format!("rate({}_{suffix}{}[{w}])", n.name, sel.braces()))
                 .collect::<Vec<_>>()
                 .join(" or ")
         };
@@ -244,8 +262,14 @@ impl Plan {
                 format!("max by ({by}) ({}{})", q::dcgm_name(s), gsel.braces()),
             ));
         }
+        let served = |m: Metric| match m {
+            // vLLM's HTTP counters (prometheus-fastapi-instrumentator).
+            Metric::ErrorRate => scope.server == inferscale_catalog::Engine::Vllm,
+            m => engine_signal(m).is_none_or(|s| sel.serves(s)),
+        };
         let items = items
             .into_iter()
+            .filter(|(m, _)| served(*m))
             .map(|(m, text)| Query::parse(&text).map(|q| (m, q)))
             .collect::<Result<_, _>>()?;
         Ok(Plan { items })
@@ -283,6 +307,7 @@ mod tests {
 
     fn scope() -> Scope {
         Scope {
+            server: inferscale_catalog::Engine::Vllm,
             engine: "namespace=\"llm\"".into(),
             up: "namespace=\"llm\",job=\"vllm\"".into(),
             gpu: String::new(),

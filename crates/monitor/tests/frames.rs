@@ -126,6 +126,7 @@ impl Rig {
             },
             rules,
             scope: Scope {
+                server: inferscale_catalog::Engine::Vllm,
                 engine: "namespace=\"llm\"".into(),
                 up: "namespace=\"llm\",job=\"vllm\"".into(),
                 gpu: String::new(),

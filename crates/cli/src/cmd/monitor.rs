@@ -129,8 +129,14 @@ fn resolve(args: &MonitorArgs) -> Result<(Config, Option<PathBuf>)> {
             access,
         },
     };
+    let server = match (args.engine, &source) {
+        (Some(e), _) => e.engine(),
+        (None, SourceSpec::Pods { targets, access }) => detect_engine(targets, access),
+        (None, SourceSpec::Prometheus(_)) => inferscale_catalog::Engine::Vllm,
+    };
     let ns = args.namespace.as_str();
     let scope = Scope {
+        server,
         engine: matchers(&[("namespace", ns)], args.selector.as_deref()),
         up: matchers(&[("namespace", ns), ("job", args.job.as_str())], None),
         gpu: matchers(&[], args.dcgm_selector.as_deref()),
@@ -146,6 +152,37 @@ fn resolve(args: &MonitorArgs) -> Result<(Config, Option<PathBuf>)> {
         },
         rules_file,
     ))
+}
+
+/// The inference engine the first engine target's `/metrics` shows (vLLM when it cannot be
+/// read now: the monitor then says the pod is down).
+fn detect_engine(
+    targets: &[inferscale_monitor::source::PodTarget],
+    access: &inferscale_loadgen::transport::Get,
+) -> inferscale_catalog::Engine {
+    use inferscale_catalog::Engine;
+    let Some(t) = targets.iter().find(|t| t.kind == Kind::Engine) else {
+        return Engine::Vllm;
+    };
+    let Ok(target) = Target::parse_metrics(&t.url) else {
+        return Engine::Vllm;
+    };
+    let fetched = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()
+        .and_then(|rt| {
+            rt.block_on(inferscale_loadgen::scrape::Scraper::new(target, access.clone()).fetch())
+                .ok()
+        });
+    fetched
+        .and_then(|s| {
+            inferscale_promtext::parse(&s.body)
+                .ok()
+                .map(|exp| inferscale_catalog::detect(&exp))
+        })
+        .and_then(|found| found.into_iter().find(|e| *e != Engine::Dcgm))
+        .unwrap_or(Engine::Vllm)
 }
 
 fn view(v: ViewArg) -> View {
