@@ -43,6 +43,12 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The external trigger's `engine` setting for an engine other than vLLM: the scaler then
+/// reads that engine's names and refuses a pod serving another's, by name.
+fn engine_meta(o: &Options) -> Option<(&'static str, String)> {
+    (o.engine != inferscale_catalog::Engine::Vllm).then(|| ("engine", o.engine.key().to_owned()))
+}
+
 /// The queue trigger's comment, naming the engine.
 fn queue_comment(o: &Options) -> String {
     format!(
@@ -270,10 +276,13 @@ pub fn policy_external_scaled_object(
     if let Some(q) = p.queue_booster {
         meta.push(("queueTarget", q.to_string()));
     }
-    if let Some(g) = p.guardrail_s {
+    // An engine without a queue-time histogram (llama.cpp) has no guardrail to read.
+    let guardrail_s = p.guardrail_s.filter(|_| o.engine.serves(Signal::QueueTime));
+    if let Some(g) = guardrail_s {
         meta.push(("latencyMetric", "queue_time_p95".to_owned()));
         meta.push(("latencyTarget", format!("{}s", fmt_num(g))));
     }
+    meta.extend(engine_meta(o));
     meta.push(("window", "2m".to_owned()));
     let mut e = Explained::new(
         "",
@@ -297,7 +306,7 @@ pub fn policy_external_scaled_object(
             )),
             p.queue_booster
                 .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
-            p.guardrail_s.map_or(String::new(), |g| format!(
+            guardrail_s.map_or(String::new(), |g| format!(
                 " and, with the p95 queue time above {} s, ceil(pods x p95 / {})",
                 fmt_num(g),
                 fmt_num(g)
@@ -483,16 +492,22 @@ pub fn external_scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledOb
             "external",
             "desired-replicas",
             "AverageValue",
-            metadata(vec![
-                ("scalerAddress", scaler_address(o)),
-                ("service", o.service.clone()),
-                ("port", o.service_port.0.clone()),
-                ("metric", "desired_replicas".to_owned()),
-                ("target", q.to_string()),
-                ("latencyMetric", "queue_time_p95".to_owned()),
-                ("latencyTarget", format!("{}s", fmt_num(guard))),
-                ("window", "2m".to_owned()),
-            ]),
+            metadata({
+                let mut m = vec![
+                    ("scalerAddress", scaler_address(o)),
+                    ("service", o.service.clone()),
+                    ("port", o.service_port.0.clone()),
+                    ("metric", "desired_replicas".to_owned()),
+                    ("target", q.to_string()),
+                ];
+                if o.engine.serves(Signal::QueueTime) {
+                    m.push(("latencyMetric", "queue_time_p95".to_owned()));
+                    m.push(("latencyTarget", format!("{}s", fmt_num(guard))));
+                }
+                m.extend(engine_meta(o));
+                m.push(("window", "2m".to_owned()));
+                m
+            }),
         ),
     );
     e.comment(

@@ -610,3 +610,24 @@ fn each_engine_s_files_read_only_its_own_metric_names() {
         }
     }
 }
+
+/// Through `inferscale scaler`, a llama.cpp deployment's trigger names its engine (the
+/// scaler refuses a pod serving another's) and asks for no queue-time guardrail, which
+/// llama.cpp cannot feed; vLLM's keeps its guardrail and needs no engine setting.
+#[test]
+fn the_external_trigger_names_a_non_vllm_engine_and_only_what_it_serves() {
+    use inferscale_catalog::Engine;
+    for (engine, guard, named) in [
+        (Engine::Vllm, true, None),
+        (Engine::LlamaCpp, false, Some("llamacpp")),
+    ] {
+        let mut o = options();
+        o.engine = engine;
+        o.scaler = inferscale_manifests::ScalerKind::External;
+        let files = generate(&thresholds(), &o).unwrap();
+        let so = yaml(&files[0].contents);
+        let meta = &so["spec"]["triggers"][0]["metadata"];
+        assert_eq!(meta["latencyMetric"].is_string(), guard, "{engine}: {meta}");
+        assert_eq!(meta["engine"].as_str(), named, "{engine}: {meta}");
+    }
+}

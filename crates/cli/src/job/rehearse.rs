@@ -118,9 +118,18 @@ pub(crate) fn speaks(keda: &KedaSpec, rules: &[AlertRule]) -> Result<inferscale_
         .chain(rules.iter().map(|r| &r.query))
         .flat_map(|q| q.metric_names())
         .collect();
+    // An external trigger names its engine in its settings.
+    let external: Vec<Engine> = keda
+        .triggers
+        .iter()
+        .filter_map(|t| match &t.source {
+            inferscale_autoscale::keda::Source::External(c) => c.engine,
+            inferscale_autoscale::keda::Source::Prometheus(_) => None,
+        })
+        .collect();
     let mut found = None;
     for e in Engine::SERVING {
-        if names.iter().any(|n| e.owns(n)) {
+        if names.iter().any(|n| e.owns(n)) || external.contains(&e) {
             match (found, inferscale_sim::Speaks::of(e)) {
                 (_, None) => bail!(
                     "the ScaledObject reads {}'s metrics, which the rehearsal's simulator does not serve (it speaks vLLM and llama.cpp)",
