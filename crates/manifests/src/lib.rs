@@ -683,10 +683,6 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
             )?,
         },
         File {
-            path: "vllm-args-patch.yaml".into(),
-            contents: written("vllm-args-patch.yaml", k8s::args_patch(t, o).to_yaml())?,
-        },
-        File {
             path: "warmup-job.yaml".into(),
             contents: written("warmup-job.yaml", k8s::warmup_job(t, o).to_yaml())?,
         },
@@ -695,6 +691,16 @@ pub fn generate(t: &Thresholds, o: &Options) -> Result<Vec<File>, GenerateError>
             contents: written("karpenter-nodepool.yaml", karpenter::node_pool_file(t, o))?,
         },
     ];
+    if o.engine == inferscale_catalog::Engine::Vllm {
+        let at = files.len() - 2;
+        files.insert(
+            at,
+            File {
+                path: "vllm-args-patch.yaml".into(),
+                contents: written("vllm-args-patch.yaml", k8s::args_patch(t, o).to_yaml())?,
+            },
+        );
+    }
     if o.scaler == ScalerKind::External {
         files.push(File {
             path: "scaler.yaml".into(),
@@ -750,6 +756,10 @@ pub fn engine_notes(o: &Options) -> Vec<String> {
         }
     }
     if e != inferscale_catalog::Engine::Vllm {
+        notes.push(format!(
+            "no vllm-args-patch.yaml: its flags (--gpu-memory-utilization, --max-model-len) are vLLM's; size {}'s memory and context with its own flags",
+            e.title()
+        ));
         notes.push(format!(
             "no error-ratio or finish-reason panels and no VLLMHighErrorRate: those read vLLM's HTTP and finish-reason counters, which {} does not serve",
             e.title()

@@ -110,6 +110,10 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             "`kubectl -n {ns} create -f warmup-job.yaml`",
         ),
     ];
+    if o.engine != inferscale_catalog::Engine::Vllm {
+        // Its flags are vLLM's (engine_notes says so).
+        rows.retain(|r| r.0 != "vllm-args-patch.yaml");
+    }
     if o.scaler == crate::ScalerKind::External {
         let at = rows
             .iter()

@@ -148,6 +148,15 @@ fn settings(e: &Evidence) -> Settings {
 
 pub(super) fn vllm_memory(e: &Evidence) -> Outcome {
     let c = Check::VllmMemory;
+    if e.engine != inferscale_catalog::Engine::Vllm {
+        return skipped(
+            c,
+            format!(
+                "the engine is {}: gpu_memory_utilization and max_model_len are vLLM's flags",
+                e.engine.title()
+            ),
+        );
+    }
     let Settings {
         gmu,
         mml,
