@@ -479,6 +479,63 @@ pub fn family(name: &str) -> Option<&'static VllmFamily> {
     FAMILIES.iter().find(|f| f.name == name)
 }
 
+/// A family a newer vLLM serves than the 0.33 the simulator models: known, so that a query
+/// reading it is not taken for a removed name, but not served by the simulator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NewerFamily {
+    /// The exposed name.
+    pub name: &'static str,
+    /// The release that added it.
+    pub since: &'static str,
+    /// Its type.
+    pub kind: MetricKind,
+    /// Its HELP text, exactly.
+    pub help: &'static str,
+    /// Its labels.
+    pub labels: &'static [&'static str],
+    /// A histogram's bucket bounds (without `+Inf`).
+    pub buckets: &'static [f64],
+}
+
+/// The families vLLM 0.34 added (from its `vllm/renderers/metrics.py`). Registered lazily:
+/// served from the first rendered request on.
+pub static NEWER_FAMILIES: &[NewerFamily] = &[NewerFamily {
+    name: "vllm:request_render_duration_seconds",
+    since: "0.34",
+    kind: MetricKind::Histogram,
+    help: "Time spent rendering a request, including chat templating, tokenization, and multimodal preprocessing.",
+    labels: &["model_name", "request_type"],
+    buckets: &[
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+        5.0, 10.0,
+    ],
+}];
+
+/// The prefixes of the families vLLM's KV connectors and offload backends add (Mooncake,
+/// 3FS, the native and simple CPU offload, …): their names vary by backend and release, so
+/// they are known by prefix.
+pub const KV_TRANSFER_PREFIXES: &[&str] = &[
+    "vllm:kv_offload_",
+    "vllm:simple_kv_offload_",
+    "vllm:mooncake_",
+    "vllm:hf3fs_",
+    "vllm:hisparse_",
+    "vllm:umbp_",
+];
+
+/// Whether `name` (a family or one of its samples) is a family of a vLLM newer than 0.33,
+/// or of a KV connector or offload backend.
+pub fn is_newer_or_kv_transfer(name: &str) -> bool {
+    let base = ["_bucket", "_sum", "_count", "_total", "_created"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name);
+    NEWER_FAMILIES
+        .iter()
+        .any(|f| f.name == base || f.name == name)
+        || KV_TRANSFER_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 /// The info family whose labels are the engine's cache configuration (`block_size`,
 /// `num_gpu_blocks`, …; one sample, value 1).
 pub const CACHE_CONFIG_INFO_NAME: &str = "vllm:cache_config_info";

@@ -58,7 +58,8 @@ pub(super) fn standing(name: &str) -> Option<Standing> {
         Some(m) => Standing::Current(Some(m.signal)),
         None if inferscale_catalog::vllm::family(b).is_some()
             || inferscale_catalog::vllm::family(name).is_some()
-            || name.starts_with(inferscale_catalog::vllm::CACHE_CONFIG_INFO_NAME) =>
+            || name.starts_with(inferscale_catalog::vllm::CACHE_CONFIG_INFO_NAME)
+            || inferscale_catalog::vllm::is_newer_or_kv_transfer(name) =>
         {
             Standing::Current(None)
         }
@@ -200,6 +201,15 @@ mod tests {
         assert_eq!(
             standing("vllm:e2e_request_latency_seconds_bucket"),
             Some(Standing::Current(Some(Signal::E2eLatency)))
+        );
+        // vLLM 0.34's render histogram and the KV-offload families are known, not removed.
+        assert_eq!(
+            standing("vllm:request_render_duration_seconds_bucket"),
+            Some(Standing::Current(None))
+        );
+        assert_eq!(
+            standing("vllm:kv_offload_bytes_total"),
+            Some(Standing::Current(None))
         );
         assert_eq!(
             standing("vllm:avg_generation_throughput_toks_per_s"),
