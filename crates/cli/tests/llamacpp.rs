@@ -234,6 +234,49 @@ fn a_real_llama_server_is_measured_and_every_generated_query_reads_it() {
         "queries without data:\n{}",
         empty.join("\n")
     );
+    // load as this server speaks: chat and completions, streamed and not, the token counts
+    // from the `usage` it sends, every request answered.
+    for api in ["chat", "completions"] {
+        for stream in ["--stream", "--no-stream"] {
+            let report = tmp(&format!("load-{api}{stream}.json"));
+            let o = inferscale()
+                .args(["load", "--url", &url, "--api", api, stream])
+                .args(["--rates", "2", "--step", "3s", "--out"])
+                .arg(&report)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{api} {stream}: {}", stderr(&o));
+            let step = &json(&report)["steps"][0];
+            let what = format!("{api} {stream}: {step}");
+            assert!(step["requests"]["ok"].as_u64().unwrap() >= 5, "{what}");
+            assert_eq!(step["requests"]["failed"]["total"], 0, "{what}");
+            assert_eq!(step["tokens"]["source"], "usage", "{what}");
+            assert!(step["tokens"]["output"].as_u64().unwrap() > 0, "{what}");
+            let ttfts = step["latency_s"]["ttft"]["count"].as_u64().unwrap();
+            assert_eq!(ttfts > 0, stream == "--stream", "{what}");
+        }
+    }
+    // query evaluates PromQL over its /metrics, no Prometheus needed.
+    let o = inferscale()
+        .args([
+            "query",
+            "--target",
+            &format!("{url}/metrics"),
+            "--for",
+            "2s",
+            "--json",
+        ])
+        .arg("sum(llamacpp:requests_deferred) + sum(llamacpp:requests_processing)")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let answer: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(answer[0]["status"], "success", "{answer}");
+    assert!(
+        answer[0]["data"]["result"][0]["value"][1].is_string(),
+        "{answer}"
+    );
+
     // scrape and monitor read its own names: the queue and the batch, not "missing".
     let o = inferscale().args(["scrape", &url]).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
