@@ -5,15 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{inferscale, sim, stderr};
-use inferscale_testkit::{http_get, program, urlencode};
+use common::{finite, inferscale, measured, prom_query, sim, stderr};
+use inferscale_testkit::program;
 
 fn tmp(name: &str) -> PathBuf {
     common::tmp("gen", name)
@@ -198,48 +197,6 @@ fn bad_thresholds_and_names_are_named() {
     );
 }
 
-/// Runs an instant query: its status and the sample values.
-fn query(prom: SocketAddr, q: &str) -> (String, Vec<String>) {
-    let (_, body) = http_get(prom, &format!("/api/v1/query?query={}", urlencode(q))).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let values = v["data"]["result"]
-        .as_array()
-        .map(|r| {
-            r.iter()
-                .filter_map(|x| x["value"][1].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    (
-        v["status"].as_str().unwrap_or("").to_owned()
-            + &v["error"]
-                .as_str()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default(),
-        values,
-    )
-}
-
-fn finite(values: &[String]) -> bool {
-    !values.is_empty()
-        && values
-            .iter()
-            .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
-}
-
-/// The expression without its final comparison (`… > 27`, `… == 0`): what it measures.
-fn measured(expr: &str) -> String {
-    let t = expr.trim_end();
-    for op in [" > ", " == "] {
-        if let Some((head, tail)) = t.rsplit_once(op)
-            && tail.trim().parse::<f64>().is_ok()
-        {
-            return head.to_owned();
-        }
-    }
-    t.to_owned()
-}
-
 #[test]
 fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     let model = "m";
@@ -292,7 +249,7 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     // Until both targets have been scraped a few times.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, up) = query(port, "count(up == 1) == 2");
+        let (_, up) = prom_query(port, "count(up == 1) == 2");
         if up == vec!["2".to_owned()] {
             break;
         }
@@ -319,7 +276,7 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     assert_eq!(so_queries.len(), 3);
     // Idle: exactly 0, never NaN, never empty.
     for q in &so_queries {
-        let (status, values) = query(port, q);
+        let (status, values) = prom_query(port, q);
         assert_eq!(status, "success", "{q}");
         assert_eq!(values, vec!["0".to_owned()], "idle: {q}");
     }
@@ -348,7 +305,7 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
 
     let mut empty = Vec::new();
     for q in &so_queries {
-        let (status, values) = query(port, q);
+        let (status, values) = prom_query(port, q);
         assert_eq!(status, "success", "{q}");
         if !finite(&values) {
             empty.push(format!("scaledobject: {q}"));
@@ -366,7 +323,7 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     assert!(dash.len() >= 25, "{} dashboard queries", dash.len());
     for e in &dash {
         let q = inferscale_manifests::with_variables(e, &vars);
-        let (status, values) = query(port, &q);
+        let (status, values) = prom_query(port, &q);
         assert_eq!(status, "success", "{q}");
         if !finite(&values) {
             empty.push(format!("dashboard: {q}"));
@@ -378,10 +335,10 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
     .unwrap();
     assert_eq!(alerts.len(), 9);
     for e in &alerts {
-        let (status, _) = query(port, e);
+        let (status, _) = prom_query(port, e);
         assert_eq!(status, "success", "{e}");
         let base = measured(e);
-        let (status, values) = query(port, &base);
+        let (status, values) = prom_query(port, &base);
         assert_eq!(status, "success", "{base}");
         if base.starts_with("absent(") {
             // The metrics are there, so absent() is empty.

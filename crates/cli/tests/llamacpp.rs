@@ -10,15 +10,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 mod common;
 
-use common::{inferscale, sim, stderr};
-use inferscale_testkit::{http_get, llama_server, urlencode};
+use common::{finite, inferscale, measured, prom_query, sim, stderr};
+use inferscale_testkit::{http_get, llama_server};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     common::tmp("llamacpp", name)
@@ -87,40 +86,6 @@ fn assert_shape(what: &str, out: &Path, o: &Output) -> serde_json::Value {
         assert!(!vllm_name, "{what}: {f} reads a vLLM name");
     }
     t
-}
-
-fn query(prom: SocketAddr, q: &str) -> (String, Vec<String>) {
-    let (_, body) = http_get(prom, &format!("/api/v1/query?query={}", urlencode(q))).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let values = v["data"]["result"]
-        .as_array()
-        .map(|r| {
-            r.iter()
-                .filter_map(|x| x["value"][1].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    (v["status"].as_str().unwrap_or("").to_owned(), values)
-}
-
-fn finite(values: &[String]) -> bool {
-    !values.is_empty()
-        && values
-            .iter()
-            .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
-}
-
-/// The expression without its final comparison: what it measures.
-fn measured(expr: &str) -> String {
-    let t = expr.trim_end();
-    for op in [" > ", " == "] {
-        if let Some((head, tail)) = t.rsplit_once(op)
-            && tail.trim().parse::<f64>().is_ok()
-        {
-            return head.to_owned();
-        }
-    }
-    t.to_owned()
 }
 
 /// `run --url` finds the real server's knee and reads its own queue; the thresholds say
@@ -208,7 +173,7 @@ fn a_real_llama_server_is_measured_and_every_generated_query_reads_it() {
     for e in rules.iter().filter(|e| !e.contains("DCGM_")) {
         let base = measured(e);
         if base.starts_with("absent(") {
-            let (status, values) = query(port, &base);
+            let (status, values) = prom_query(port, &base);
             assert_eq!(status, "success", "{base}");
             assert!(
                 values.is_empty(),
@@ -223,7 +188,7 @@ fn a_real_llama_server_is_measured_and_every_generated_query_reads_it() {
     assert!(queries.len() >= 12, "{} queries", queries.len());
     let mut empty = Vec::new();
     for (from, q) in &queries {
-        let (status, values) = query(port, q);
+        let (status, values) = prom_query(port, q);
         assert_eq!(status, "success", "{from}: {q}");
         if !finite(&values) {
             empty.push(format!("{from}: {q} → {values:?}"));

@@ -132,14 +132,7 @@ pub fn prometheus(
             .spawn()
             .unwrap();
         let reap = Reap(child);
-        let deadline = inferscale_clock::now() + std::time::Duration::from_secs(60);
-        while http_get(addr, "/-/ready").map(|r| r.0).unwrap_or(0) != 200 {
-            assert!(
-                inferscale_clock::now() < deadline,
-                "Prometheus did not become ready in 60 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        wait_ready(addr, "/-/ready", "Prometheus");
         (reap, addr)
     }
 }
@@ -187,13 +180,22 @@ pub fn llama_server(slots: u32) -> (Reap, std::net::SocketAddr) {
         .spawn()
         .unwrap();
     let reap = Reap(child);
+    wait_ready(addr, "/health", "llama-server");
+    (reap, addr)
+}
+
+/// Waits (at most a minute) until `GET path` on `addr` answers 200.
+///
+/// # Panics
+///
+/// When it does not in a minute, naming `what`.
+fn wait_ready(addr: std::net::SocketAddr, path: &str, what: &str) {
     let deadline = inferscale_clock::now() + std::time::Duration::from_secs(60);
-    while http_get(addr, "/health").map(|r| r.0).unwrap_or(0) != 200 {
+    while http_get(addr, path).map(|r| r.0).unwrap_or(0) != 200 {
         assert!(
             inferscale_clock::now() < deadline,
-            "llama-server did not become ready in 60 s"
+            "{what} did not become ready in 60 s"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    (reap, addr)
 }

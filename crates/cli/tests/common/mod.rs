@@ -158,3 +158,50 @@ pub(crate) fn background_load(
         })
         .collect()
 }
+
+/// Runs an instant query: its status and the sample values.
+pub(crate) fn prom_query(prom: std::net::SocketAddr, q: &str) -> (String, Vec<String>) {
+    let (_, body) = inferscale_testkit::http_get(
+        prom,
+        &format!("/api/v1/query?query={}", inferscale_testkit::urlencode(q)),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let values = v["data"]["result"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|x| x["value"][1].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        v["status"].as_str().unwrap_or("").to_owned()
+            + &v["error"]
+                .as_str()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+        values,
+    )
+}
+
+/// Whether a query answered, every value a finite number.
+pub(crate) fn finite(values: &[String]) -> bool {
+    !values.is_empty()
+        && values
+            .iter()
+            .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
+}
+
+/// The expression without its final comparison (`… > 27`, `… == 0`): what it measures.
+pub(crate) fn measured(expr: &str) -> String {
+    let t = expr.trim_end();
+    for op in [" > ", " == "] {
+        if let Some((head, tail)) = t.rsplit_once(op)
+            && tail.trim().parse::<f64>().is_ok()
+        {
+            return head.to_owned();
+        }
+    }
+    t.to_owned()
+}
