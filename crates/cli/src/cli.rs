@@ -1020,6 +1020,8 @@ pub(crate) enum ArrivalsArg {
 Examples:
   inferscale predict --gpu L40S --model Llama-3.1-8B --input 512 --output 256 --rps 10
   inferscale predict --gpu H100 --model Llama-3.1-70B --tp 4 --input 1024 --output 256 --concurrency 64
+  inferscale predict --gpu H200 --model Qwen/Qwen3-32B-FP8 --input 1024 --output 1024 \\
+      --concurrency 4,8,16,32,64,128 --requests 640
   inferscale predict --gpu H200 --model gpt-oss-120b --input 2000 --output 500 --offline 1000
   inferscale predict --gpu L40S --model Llama-3.1-8B --input 512 --output 256 --rps 300 --target-p95-e2e 3s
   inferscale predict --gpu L40S,H100,H200 --price L40S=1.86 --price H100=3.93 --price H200=4.98 \\
@@ -1092,25 +1094,31 @@ pub(crate) struct PredictArgs {
     #[arg(long)]
     pub(crate) no_prefix_caching: bool,
 
-    /// Prompt tokens (a mean with --input-std).
-    #[arg(long, value_name = "TOKENS", default_value_t = 512)]
-    pub(crate) input: u32,
+    /// Prompt tokens: whole, or a published mean such as 217.4 (a mean with --input-std).
+    #[arg(long, value_name = "TOKENS", default_value_t = 512.0)]
+    pub(crate) input: f64,
 
     /// Standard deviation of the prompt tokens (normal, clamped to ±4σ).
     #[arg(long, value_name = "TOKENS")]
     pub(crate) input_std: Option<f64>,
 
-    /// Output tokens per request (generated in full, as with ignore_eos).
-    #[arg(long, value_name = "TOKENS", default_value_t = 256)]
-    pub(crate) output: u32,
+    /// Output tokens per request, generated in full as with ignore_eos (whole, or a mean).
+    #[arg(long, value_name = "TOKENS", default_value_t = 256.0)]
+    pub(crate) output: f64,
 
     /// Open loop at this rate, req/s.
     #[arg(long, value_name = "R", value_parser = parse_rate, group = "load")]
     pub(crate) rps: Option<f64>,
 
-    /// Closed loop with this many clients.
-    #[arg(long, value_name = "N", group = "load")]
-    pub(crate) concurrency: Option<u32>,
+    /// Closed loop with this many clients; several (4,8,16,...) sweep them, as vendors
+    /// publish (`vllm bench serve --max-concurrency`).
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',', group = "load")]
+    pub(crate) concurrency: Vec<u32>,
+
+    /// Closed loop: stop after this many requests in all instead of --duration
+    /// (`vllm bench serve --num-prompts`).
+    #[arg(long, value_name = "N", conflicts_with_all = ["rps", "offline", "sequential"])]
+    pub(crate) requests: Option<u64>,
 
     /// All at once: this many requests (a throughput benchmark).
     #[arg(long, value_name = "N", group = "load")]

@@ -154,3 +154,114 @@ fn a_capacity_plan_compares_gpus_at_an_slo_with_costs() {
             > gpus[0]["plan"]["per_replica_rps"].as_f64().unwrap()
     );
 }
+
+#[test]
+fn the_names_people_serve_answer_and_a_typo_gets_suggestions() {
+    for (model, gpu, tp) in [
+        ("meta-llama/Llama-3.1-70B", "H100", "4"),
+        ("mistralai/Mistral-7B-Instruct-v0.2", "A10G", "1"),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "L4", "1"),
+        ("nvidia/Llama-3.1-8B-Instruct-FP8", "H100", "1"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", "A10G", "1"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "H200", "4"),
+        ("Qwen/Qwen3.5-35B-A3B-FP8", "H100", "1"),
+        ("01-ai/Yi-34B", "A100", "2"),
+        ("deepseek-ai/DeepSeek-R1-0528", "H200", "8"),
+        ("deepseek-ai/DeepSeek-R1-0528-Qwen3-8B", "L40S", "1"),
+        ("MiniMaxAI/MiniMax-M2.5", "H200", "4"),
+        ("moonshotai/Kimi-K2.5", "B200", "8"),
+    ] {
+        let r = json_of(&[
+            "predict",
+            "--model",
+            model,
+            "--gpu",
+            gpu,
+            "--tp",
+            tp,
+            "--input",
+            "217.4",
+            "--output",
+            "98.9",
+            "--rps",
+            "0.5",
+            "--duration",
+            "30s",
+            "--json",
+        ]);
+        let s = &r["predictions"][0]["summary"];
+        assert!(s["throughput_rps"].as_f64().unwrap() > 0.0, "{model}: {r}");
+    }
+    let o = inferscale()
+        .args([
+            "predict",
+            "--model",
+            "meta-llama/Lama-3.1-70B",
+            "--gpu",
+            "H100",
+            "--rps",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("unknown model \"meta-llama/Lama-3.1-70B\" (closest built-in: Llama-3.1-70B"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_concurrency_sweep_is_one_command() {
+    let r = json_of(&[
+        "predict",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "H200",
+        "--input",
+        "1024",
+        "--output",
+        "256",
+        "--concurrency",
+        "4,16,64",
+        "--requests",
+        "128",
+        "--json",
+    ]);
+    let p = r["predictions"].as_array().unwrap();
+    assert_eq!(p.len(), 3);
+    let field = |i: usize, f: &str| p[i]["summary"][f].as_f64().unwrap();
+    // More clients: more throughput, each token slower, and every request of the 128 sent.
+    assert!(field(0, "throughput_rps") < field(1, "throughput_rps"));
+    assert!(field(1, "throughput_rps") < field(2, "throughput_rps"));
+    assert!(p[0]["summary"]["tpot"]["p50"].as_f64() < p[2]["summary"]["tpot"]["p50"].as_f64());
+    for x in p {
+        assert_eq!(x["summary"]["completed"], 128, "{x}");
+    }
+    let text = inferscale()
+        .args([
+            "predict",
+            "--model",
+            "Qwen3-32B",
+            "--gpu",
+            "H200",
+            "--concurrency",
+            "4,16",
+            "--requests",
+            "32",
+        ])
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    let t = stdout(&text);
+    assert!(t.contains("clients") && t.contains("TPOT p50"), "{t}");
+    assert_eq!(
+        t.lines()
+            .filter(|l| l.trim_start().starts_with("16 "))
+            .count(),
+        1,
+        "{t}"
+    );
+}

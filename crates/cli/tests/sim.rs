@@ -155,7 +155,7 @@ fn bad_flags_are_refused_with_the_reason() {
         (&["sim", "--model", "gpt-5"], "unknown model \"gpt-5\""),
         (
             &["sim", "--gpu-memory-utilization", "1.5"],
-            "--gpu-memory-utilization must be in (0, 1]",
+            "--gpu-memory-utilization 1.5: a fraction in (0, 1]",
         ),
         (
             &["sim", "--fault-500-rate", "2"],

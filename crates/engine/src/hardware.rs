@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::WeightDtype;
+
 /// One GPU model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSpec {
@@ -29,6 +31,10 @@ pub struct GpuSpec {
     /// `None`: 4-bit weights are dequantised and run at the 16-bit rate).
     #[serde(default)]
     pub fp4_tflops: Option<f64>,
+    /// CUDA compute capability (8.0 A100, 8.6 A10G, 8.9 L4/L40S, 9.0 Hopper, 10.0 B200):
+    /// which quantised kernels vLLM has for it (`None`: not stated, taken as able).
+    #[serde(default)]
+    pub compute_capability: Option<f64>,
     /// Fraction of peak bandwidth a large streaming read achieves. Decode measured on vLLM
     /// lands at 55–77 % of the weight-read roofline (reference `perf/README.md` §0); GDDR
     /// parts sit at the low end.
@@ -66,6 +72,31 @@ impl GpuSpec {
         self.memory_mib >= 70.0 * 1024.0 && !self.name.to_ascii_uppercase().contains("A100")
     }
 
+    /// Whether vLLM has kernels for weights stored as `dtype` on this GPU, and how they run:
+    /// `Ok(true)` on the format's own tensor cores, `Ok(false)` weight-only (dequantised in
+    /// Marlin's kernels and multiplied at the 16-bit rate, which vLLM does from compute
+    /// capability 8.0).
+    ///
+    /// # Errors
+    ///
+    /// A quantised dtype on a GPU older than compute capability 8.0.
+    pub fn runs(&self, dtype: WeightDtype) -> Result<bool, UnsupportedDtype> {
+        let native = match dtype {
+            WeightDtype::Bf16 => return Ok(true),
+            WeightDtype::Fp8 => self.fp8_tflops.is_some(),
+            WeightDtype::Nvfp4 | WeightDtype::Mxfp4 => self.fp4_tflops.is_some(),
+            WeightDtype::Int4 => false,
+        };
+        match self.compute_capability {
+            Some(cc) if !native && cc < 8.0 => Err(UnsupportedDtype {
+                dtype,
+                gpu: self.name.clone(),
+                compute_capability: cc,
+            }),
+            _ => Ok(native),
+        }
+    }
+
     /// vLLM's default `(max_num_seqs, max_num_batched_tokens)` on this GPU.
     pub fn batch_defaults(&self) -> (u32, u32) {
         if self.large_batch_defaults() {
@@ -97,6 +128,7 @@ fn gpu(
         bf16_tflops: bf16,
         fp8_tflops: fp8,
         fp4_tflops: None,
+        compute_capability: capability(name),
         mem_efficiency: mem_eff,
         compute_efficiency: COMPUTE_EFFICIENCY,
         interconnect_gbps: interconnect.0,
@@ -107,6 +139,50 @@ fn gpu(
         sm_clock_idle_mhz: clocks.1,
         mem_clock_mhz: clocks.2,
     }
+}
+
+/// Weights a GPU has no vLLM kernels for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsupportedDtype {
+    /// The weights.
+    pub dtype: WeightDtype,
+    /// The GPU's name.
+    pub gpu: String,
+    /// Its compute capability.
+    pub compute_capability: f64,
+}
+
+impl std::fmt::Display for UnsupportedDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cores = match self.dtype {
+            WeightDtype::Fp8 => "FP8 (8.9+)",
+            WeightDtype::Int4 => "no",
+            _ => "FP4 (Blackwell, 10.0+)",
+        };
+        write!(
+            f,
+            "{} weights on {} (compute capability {}): vLLM runs them on {cores} tensor cores \
+             or, weight-only, in Marlin kernels from compute capability 8.0; this GPU has neither",
+            self.dtype.name(),
+            self.gpu,
+            self.compute_capability
+        )
+    }
+}
+
+impl std::error::Error for UnsupportedDtype {}
+
+/// The compute capability of a built-in GPU (NVIDIA's CUDA GPUs table).
+fn capability(name: &str) -> Option<f64> {
+    Some(match name {
+        "A100-40GB" | "A100-80GB" => 8.0,
+        "A10G" => 8.6,
+        "L4" | "L40S" => 8.9,
+        "H100" | "H100-PCIe" | "H100-NVL" | "H200" => 9.0,
+        "B200" | "GB200" => 10.0,
+        "B300" => 10.3,
+        _ => return None,
+    })
 }
 
 /// The GEMMs' share of peak tensor throughput, every GPU (fitted; see the field's doc).
@@ -281,21 +357,32 @@ pub fn builtin_gpus() -> Vec<GpuSpec> {
     ]
 }
 
-/// Finds a built-in GPU by name, ignoring case and accepting common aliases (`h100-sxm`,
-/// `a100`, `a100-80`).
+/// Finds a built-in GPU by name, ignoring case and accepting the ways people and tools
+/// write it: common aliases (`h100-sxm`, `a100`, `a100-80`), the `NVIDIA` prefix, spaces
+/// for dashes, and the name the driver reports (`NVIDIA H100 80GB HBM3`).
 pub fn find_gpu(name: &str) -> Option<GpuSpec> {
-    let n = name.to_ascii_uppercase().replace('_', "-");
-    let alias = match n.as_str() {
-        "H100-SXM" | "H100-SXM5" | "H100-80GB" => "H100",
-        "H200-SXM" => "H200",
-        "A100" | "A100-80" | "A100-SXM-80GB" | "A100-80GB-SXM" => "A100-80GB",
-        "A100-40" | "A100-40GB-SXM" => "A100-40GB",
-        "B200-HGX" => "B200",
-        "B300-HGX" | "B300-SXM" => "B300",
-        "H100-SXM-PCIE" | "H100PCIE" => "H100-PCIe",
+    let trimmed = name.trim();
+    let all = builtin_gpus();
+    if let Some(g) = all
+        .iter()
+        .find(|g| g.product_name.eq_ignore_ascii_case(trimmed))
+    {
+        return Some(g.clone());
+    }
+    let upper = trimmed.to_ascii_uppercase().replace(['_', ' '], "-");
+    let n = upper.strip_prefix("NVIDIA-").unwrap_or(&upper);
+    let alias = match n {
+        "H100-SXM" | "H100-SXM5" | "H100-80GB" | "H100-SXM5-80GB" | "H100-80GB-HBM3" => "H100",
+        "H200-SXM" | "H200-141GB" | "H200-SXM-141GB" => "H200",
+        "A100" | "A100-80" | "A100-SXM-80GB" | "A100-80GB-SXM" | "A100-SXM4-80GB" => "A100-80GB",
+        "A100-40" | "A100-40GB-SXM" | "A100-SXM4-40GB" => "A100-40GB",
+        "B200-HGX" | "HGX-B200" => "B200",
+        "B300-HGX" | "B300-SXM" | "HGX-B300" | "B300-SXM6-AC" => "B300",
+        "H100-SXM-PCIE" | "H100PCIE" | "H100-PCIE-80GB" => "H100-PCIe",
+        "L40S-48GB" => "L40S",
+        "L4-24GB" => "L4",
+        "A10G-24GB" => "A10G",
         other => other,
     };
-    builtin_gpus()
-        .into_iter()
-        .find(|g| g.name.eq_ignore_ascii_case(alias))
+    all.into_iter().find(|g| g.name.eq_ignore_ascii_case(alias))
 }

@@ -152,12 +152,20 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
             )
         }
         None => {
-            let q = h * f64::from(heads * head_dim);
+            // Qwen3.5's gated attention: q_proj also yields the output gate.
+            let gate = if t.flag("attn_output_gate").unwrap_or(false) {
+                2.0
+            } else {
+                1.0
+            };
+            let q = gate * h * f64::from(heads * head_dim);
             let kv = 2.0 * h * f64::from(kv_heads * head_dim);
             let o = f64::from(heads * head_dim) * h;
             (q + kv + o, None, None)
         }
     };
+    let (linear_layers, linear_params) =
+        linear_attention(&t, layers, h, f64::from(heads * head_dim))?;
 
     // Feed-forward: dense layers, and the routed and shared experts of the sparse ones.
     let experts = t.first(&["n_routed_experts", "num_local_experts", "num_experts"])?;
@@ -172,7 +180,11 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
                 .unwrap_or(expert_size * shared);
             let dense_first = t.opt("first_k_dense_replace")?.unwrap_or(0).min(layers);
             let step = t
-                .first(&["decoder_sparse_step", "moe_layer_freq"])?
+                .first(&[
+                    "decoder_sparse_step",
+                    "moe_layer_freq",
+                    "interleave_moe_layer_step",
+                ])?
                 .unwrap_or(1)
                 .max(1);
             let mlp_only =
@@ -188,7 +200,9 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
             let routed = sf * f64::from(e) * gated * h * f64::from(expert_size);
             let shared_p = sf * gated * h * f64::from(shared_size);
             let router = sf * h * f64::from(e);
-            let dense_p = f64::from(dense) * gated * h * f64::from(intermediate);
+            // Llama 4 sizes its dense layers apart from its experts.
+            let dense_size = t.opt("intermediate_size_mlp")?.unwrap_or(intermediate);
+            let dense_p = f64::from(dense) * gated * h * f64::from(dense_size);
             (
                 routed + shared_p + router + dense_p,
                 Some(Moe {
@@ -201,7 +215,8 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
         _ => (l * gated * h * f64::from(intermediate), None),
     };
     let norms = l * 2.0 * h + h;
-    let decoder = l * attn_params + ffn_params + norms;
+    let full_layers = f64::from(layers - linear_layers);
+    let decoder = full_layers * attn_params + linear_params + ffn_params + norms;
     let embed = f64::from(vocab) * h;
     let head = if tied { 0.0 } else { embed };
     let extra_params_b = our_f64("extra_params_b").unwrap_or(0.0);
@@ -241,9 +256,29 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
         .and_then(Value::as_str)
         .map(str::to_ascii_lowercase);
     let bits = quant.and_then(|q| q.get("bits")).and_then(Value::as_u64);
+    let format = quant
+        .and_then(|q| q.get("format"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let quantised = match (method.as_deref(), bits) {
         (None, _) => None,
         (Some("awq" | "gptq"), Some(8)) => Some(WeightDtype::Fp8),
+        // llm-compressor's checkpoints name the packing: 4-bit integers packed, FP4, or
+        // 8-bit floats or integers.
+        (Some("compressed-tensors"), _) => Some(match format {
+            "pack-quantized" | "marlin-24" => WeightDtype::Int4,
+            "nvfp4-pack-quantized" => WeightDtype::Nvfp4,
+            "mxfp4-pack-quantized" => WeightDtype::Mxfp4,
+            "float-quantized" | "int-quantized" | "naive-quantized" => WeightDtype::Fp8,
+            other => {
+                return Err(err(
+                    "quantization_config.format",
+                    format!(
+                        "{other:?} is not modelled (pack-quantized, nvfp4-pack-quantized, float-quantized, int-quantized)"
+                    ),
+                ));
+            }
+        }),
         (Some(m), _) => Some(WeightDtype::parse(m).ok_or_else(|| {
             err(
                 "quantization_config.quant_method",
@@ -251,9 +286,12 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
             )
         })?),
     };
-    // gpt-oss quantises its experts alone.
+    // gpt-oss quantises its experts alone, and so do Kimi's INT4 releases.
     let (native_dtype, expert_dtype) = match quantised {
         Some(WeightDtype::Mxfp4) if moe.is_some() => (WeightDtype::Bf16, Some(WeightDtype::Mxfp4)),
+        Some(WeightDtype::Int4) if moe.is_some() && format == "pack-quantized" => {
+            (WeightDtype::Bf16, Some(WeightDtype::Int4))
+        }
         Some(d) => (d, None),
         None => (WeightDtype::Bf16, None),
     };
@@ -280,35 +318,113 @@ pub fn from_config(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
         attn_dims,
         sliding,
         expert_dtype,
+        linear_layers,
     })
+}
+
+/// Linear-attention layers (`layer_types` of `linear_attention`, MiniMax's `attn_type_list`
+/// of 0, or one full layer every `full_attention_interval`) and their parameters: Gated
+/// DeltaNet's projections from the `linear_*` keys, or, where a family names none,
+/// lightning attention's (MiniMax: query, key, value, an output gate and the output, each
+/// `heads × head_dim` wide, no grouping).
+fn linear_attention(
+    t: &Cfg<'_>,
+    layers: u32,
+    h: f64,
+    width: f64,
+) -> Result<(u32, f64), ConfigError> {
+    let typed = t.0.get("layer_types").and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter(|x| x.as_str() == Some("linear_attention"))
+            .count() as u32
+    });
+    let listed =
+        t.0.get("attn_type_list")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter(|x| x.as_u64() == Some(0)).count() as u32);
+    let n = match (typed, listed, t.opt("full_attention_interval")?) {
+        (Some(n), _, _) | (None, Some(n), _) => n,
+        (None, None, Some(k)) if k > 1 && t.opt("linear_num_value_heads")?.is_some() => {
+            layers - layers / k
+        }
+        _ => 0,
+    }
+    .min(layers);
+    if n == 0 {
+        return Ok((0, 0.0));
+    }
+    let per_layer = match (
+        t.opt("linear_num_key_heads")?,
+        t.opt("linear_key_head_dim")?,
+        t.opt("linear_num_value_heads")?,
+        t.opt("linear_value_head_dim")?,
+    ) {
+        (Some(kh), Some(kd), Some(vh), Some(vd)) => {
+            let key = f64::from(kh * kd);
+            let value = f64::from(vh * vd);
+            let kernel = f64::from(t.opt("linear_conv_kernel_dim")?.unwrap_or(4));
+            // q, k, v and z in; the decay and gate (a, b) per value head; a short
+            // convolution over q, k, v; out.
+            h * (2.0 * key + 2.0 * value)
+                + h * 2.0 * f64::from(vh)
+                + (2.0 * key + value) * kernel
+                + value * h
+        }
+        _ => 5.0 * h * width,
+    };
+    Ok((n, f64::from(n) * per_layer))
 }
 
 /// The built-in models' files.
 const BUILTIN: &[&str] = &[
     include_str!("../models/CodeLlama-34B.json"),
     include_str!("../models/DeepSeek-R1.json"),
+    include_str!("../models/DeepSeek-V2-Lite.json"),
+    include_str!("../models/DeepSeek-V2.json"),
+    include_str!("../models/DeepSeek-V3.2.json"),
     include_str!("../models/DeepSeek-V3.json"),
     include_str!("../models/GLM-4.5-Air.json"),
     include_str!("../models/GLM-4.5.json"),
     include_str!("../models/GLM-4.6.json"),
+    include_str!("../models/Gemma-2-27B.json"),
+    include_str!("../models/Gemma-2-2B.json"),
+    include_str!("../models/Gemma-2-9B.json"),
+    include_str!("../models/Gemma-3-1B.json"),
     include_str!("../models/Gemma-3-27B.json"),
+    include_str!("../models/Kimi-K2.5.json"),
     include_str!("../models/Kimi-K2.json"),
     include_str!("../models/Llama-2-70B.json"),
     include_str!("../models/Llama-2-7B.json"),
+    include_str!("../models/Llama-3-8B.json"),
     include_str!("../models/Llama-3.1-405B.json"),
     include_str!("../models/Llama-3.1-70B.json"),
     include_str!("../models/Llama-3.1-8B.json"),
     include_str!("../models/Llama-3.2-1B.json"),
     include_str!("../models/Llama-3.2-3B.json"),
     include_str!("../models/Llama-3.3-70B.json"),
+    include_str!("../models/Llama-4-Maverick.json"),
+    include_str!("../models/Llama-4-Scout.json"),
+    include_str!("../models/MiniMax-M1.json"),
+    include_str!("../models/MiniMax-M2.5.json"),
     include_str!("../models/MiniMax-M2.json"),
     include_str!("../models/Ministral-3-8B.json"),
     include_str!("../models/Ministral-8B.json"),
     include_str!("../models/Mistral-7B.json"),
     include_str!("../models/Mistral-Nemo-12B.json"),
     include_str!("../models/Mistral-Small-24B.json"),
+    include_str!("../models/Mixtral-8x22B.json"),
     include_str!("../models/Mixtral-8x7B.json"),
+    include_str!("../models/Phi-3-medium.json"),
+    include_str!("../models/Phi-3-mini.json"),
+    include_str!("../models/Phi-3-small.json"),
+    include_str!("../models/Phi-3.5-mini.json"),
+    include_str!("../models/Phi-4-mini.json"),
+    include_str!("../models/Phi-4.json"),
+    include_str!("../models/Qwen2.5-0.5B.json"),
+    include_str!("../models/Qwen2.5-1.5B.json"),
+    include_str!("../models/Qwen2.5-14B.json"),
     include_str!("../models/Qwen2.5-32B.json"),
+    include_str!("../models/Qwen2.5-3B.json"),
     include_str!("../models/Qwen2.5-72B.json"),
     include_str!("../models/Qwen2.5-7B.json"),
     include_str!("../models/Qwen3-0.6B.json"),
@@ -319,36 +435,49 @@ const BUILTIN: &[&str] = &[
     include_str!("../models/Qwen3-32B.json"),
     include_str!("../models/Qwen3-4B.json"),
     include_str!("../models/Qwen3-8B.json"),
+    include_str!("../models/Qwen3-Coder-480B-A35B.json"),
+    include_str!("../models/Qwen3.5-122B-A10B.json"),
+    include_str!("../models/Qwen3.5-27B.json"),
+    include_str!("../models/Qwen3.5-35B-A3B.json"),
+    include_str!("../models/Qwen3.5-397B-A17B.json"),
+    include_str!("../models/Yi-1.5-34B.json"),
+    include_str!("../models/Yi-34B.json"),
     include_str!("../models/gpt-oss-120b.json"),
     include_str!("../models/gpt-oss-20b.json"),
 ];
 
 /// The built-in models, read from their `config.json` files.
 pub fn builtin() -> Vec<ModelSpec> {
-    BUILTIN
-        .iter()
-        .filter_map(|text| from_config(text, "").ok())
-        .collect()
+    builtin_names().iter().map(|(m, _)| m.clone()).collect()
 }
 
-/// The built-in model named `name` (short name, Hugging Face id, or an alias the file
-/// lists), ignoring case.
-pub fn find(name: &str) -> Option<ModelSpec> {
-    BUILTIN.iter().find_map(|text| {
-        let m = from_config(text, "").ok()?;
-        let aliases = serde_json::from_str::<Value>(text)
-            .ok()
-            .and_then(|d| d.pointer("/_inferscale/aliases").cloned())
-            .and_then(|a| a.as_array().cloned())
-            .unwrap_or_default();
-        let hit = m.name.eq_ignore_ascii_case(name)
-            || m.hf_id.eq_ignore_ascii_case(name)
-            || aliases
-                .iter()
-                .filter_map(Value::as_str)
-                .any(|a| a.eq_ignore_ascii_case(name));
-        hit.then_some(m)
+/// The built-in models, read once, each with every name it answers to: its short name, its
+/// Hugging Face id and the aliases its file lists (other ids of the same architecture).
+pub fn builtin_names() -> &'static [(ModelSpec, Vec<String>)] {
+    static READ: std::sync::OnceLock<Vec<(ModelSpec, Vec<String>)>> = std::sync::OnceLock::new();
+    READ.get_or_init(|| {
+        BUILTIN
+            .iter()
+            .filter_map(|text| {
+                let m = from_config(text, "").ok()?;
+                let aliases = serde_json::from_str::<Value>(text)
+                    .ok()
+                    .and_then(|d| d.pointer("/_inferscale/aliases").cloned())
+                    .and_then(|a| a.as_array().cloned())
+                    .unwrap_or_default();
+                let mut names = vec![m.name.clone(), m.hf_id.clone()];
+                names.extend(aliases.iter().filter_map(Value::as_str).map(str::to_owned));
+                Some((m, names))
+            })
+            .collect()
     })
+}
+
+/// The built-in model `name` answers to, as [`crate::names::resolve`] reads names (the
+/// organisation, case, quantisation and release words forgiven; the weights' dtype set by
+/// the name's quantisation words).
+pub fn find(name: &str) -> Option<ModelSpec> {
+    crate::names::resolve(name).ok().map(|r| r.spec)
 }
 
 /// Every built-in file reads (a test holds it; `builtin` skips one that would not).

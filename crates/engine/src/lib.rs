@@ -27,6 +27,7 @@ pub mod hardware;
 pub mod hf;
 pub mod kv;
 pub mod model;
+pub mod names;
 mod profile;
 pub mod settings;
 pub mod stats;

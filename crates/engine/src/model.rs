@@ -143,6 +143,11 @@ pub struct ModelSpec {
     /// experts, 16-bit attention).
     #[serde(default)]
     pub expert_dtype: Option<WeightDtype>,
+    /// Layers of linear attention (Qwen3.5's Gated DeltaNet, MiniMax-M1's lightning
+    /// attention): a fixed-size state per sequence instead of a KV cache that grows with it,
+    /// so they add no KV bytes and no attention work per token of context.
+    #[serde(default)]
+    pub linear_layers: u32,
 }
 
 fn default_dtype() -> WeightDtype {
@@ -240,9 +245,10 @@ impl ModelSpec {
     }
 
     /// Layers weighted by how much of a request's context they keep: a full layer counts 1,
-    /// a sliding one `window / SLIDING_REFERENCE_CONTEXT` (at most 1).
+    /// a sliding one `window / SLIDING_REFERENCE_CONTEXT` (at most 1), a linear-attention
+    /// one 0.
     fn effective_layers(&self) -> f64 {
-        let layers = f64::from(self.layers);
+        let layers = f64::from(self.layers.saturating_sub(self.linear_layers));
         match self.sliding {
             Some(s) if s.layers > 0 => {
                 let sl = f64::from(s.layers.min(self.layers));
@@ -274,7 +280,7 @@ pub fn builtin_models() -> Vec<ModelSpec> {
     crate::hf::builtin()
 }
 
-/// Finds a built-in model by short name or Hugging Face id, ignoring case.
+/// Finds a built-in model by a name as people write it ([`crate::names`]).
 pub fn find_model(name: &str) -> Option<ModelSpec> {
     crate::hf::find(name)
 }

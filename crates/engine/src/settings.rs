@@ -35,7 +35,7 @@ pub struct SettingsError {
     /// The value given.
     pub value: String,
     /// What it must be.
-    pub expected: &'static str,
+    pub expected: std::borrow::Cow<'static, str>,
 }
 
 impl std::fmt::Display for SettingsError {
@@ -51,7 +51,7 @@ fn positive(flag: &'static str, v: Option<u32>, max: u32) -> Result<Option<u32>,
         Some(x) if x == 0 || x > max => Err(SettingsError {
             flag,
             value: x.to_string(),
-            expected: "a positive whole number in range",
+            expected: "a positive whole number in range".into(),
         }),
         other => Ok(other),
     }
@@ -70,12 +70,19 @@ impl Settings {
         if let Some(d) = self.dtype {
             cfg.dtype = d;
         }
+        if let Err(why) = cfg.gpu.runs(cfg.dtype) {
+            return Err(SettingsError {
+                flag: "--quantization",
+                value: cfg.dtype.name().to_owned(),
+                expected: why.to_string().into(),
+            });
+        }
         if let Some(b) = self.kv_dtype_bytes {
             if !(b == 1.0 || b == 2.0 || b == 4.0) {
                 return Err(SettingsError {
                     flag: "--kv-cache-dtype",
                     value: format!("{b} bytes"),
-                    expected: "auto (16-bit), fp8 or fp32",
+                    expected: "auto (16-bit), fp8 or fp32".into(),
                 });
             }
             cfg.kv_dtype_bytes = b;
@@ -98,7 +105,7 @@ impl Settings {
                 return Err(SettingsError {
                     flag: "--gpu-memory-utilization",
                     value: u.to_string(),
-                    expected: "a fraction in (0, 1]",
+                    expected: "a fraction in (0, 1]".into(),
                 });
             }
             cfg.gpu_memory_utilization = u;

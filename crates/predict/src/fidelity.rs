@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use inferscale_engine::hardware::GpuSpec;
 use inferscale_engine::model::{ModelSpec, WeightDtype};
+use inferscale_engine::names::UnknownModel;
 use inferscale_engine::{EngineConfig, Settings};
 use serde::Serialize;
 
@@ -137,7 +138,11 @@ pub trait Catalog: Sync {
     /// The GPU named `name`.
     fn gpu(&self, name: &str) -> Option<GpuSpec>;
     /// The model named `name` (a Hugging Face id or a short name).
-    fn model(&self, name: &str) -> Option<ModelSpec>;
+    ///
+    /// # Errors
+    ///
+    /// When none answers to it, with the closest names.
+    fn model(&self, name: &str) -> Result<ModelSpec, UnknownModel>;
 }
 
 /// The built-in tables.
@@ -147,8 +152,8 @@ impl Catalog for Builtin {
     fn gpu(&self, name: &str) -> Option<GpuSpec> {
         inferscale_engine::hardware::find_gpu(name)
     }
-    fn model(&self, name: &str) -> Option<ModelSpec> {
-        inferscale_engine::model::find_model(name)
+    fn model(&self, name: &str) -> Result<ModelSpec, UnknownModel> {
+        inferscale_engine::names::resolve(name).map(|r| r.spec)
     }
 }
 
@@ -174,14 +179,13 @@ impl Catalog for Extended {
             .cloned()
             .or_else(|| Builtin.gpu(name))
     }
-    fn model(&self, name: &str) -> Option<ModelSpec> {
-        self.models
-            .iter()
-            .find(|(n, _)| {
-                n.eq_ignore_ascii_case(name) || last_part(n).eq_ignore_ascii_case(last_part(name))
-            })
-            .map(|(_, m)| m.clone())
-            .or_else(|| Builtin.model(name))
+    fn model(&self, name: &str) -> Result<ModelSpec, UnknownModel> {
+        match self.models.iter().find(|(n, _)| {
+            n.eq_ignore_ascii_case(name) || last_part(n).eq_ignore_ascii_case(last_part(name))
+        }) {
+            Some((_, m)) => Ok(m.clone()),
+            None => Builtin.model(name),
+        }
     }
 }
 
@@ -397,8 +401,8 @@ pub enum CaseError {
     #[error("unknown GPU {0:?} (see inferscale sim --list, or pass --gpu-spec)")]
     UnknownGpu(String),
     /// A model neither built in nor given.
-    #[error("unknown model {0:?}: pass --model-config with its Hugging Face config.json")]
-    UnknownModel(String),
+    #[error("{0}: pass --model-config with its Hugging Face config.json")]
+    UnknownModel(UnknownModel),
     /// A column whose value is not one the model reads.
     #[error("{column} {value:?} is not {expected}")]
     Value {
@@ -438,21 +442,38 @@ fn num<T: std::str::FromStr>(c: &Case, column: &'static str) -> Result<Option<T>
     }
 }
 
-/// The weights' dtype a case names.
+/// A length column: tokens, at least one, whole or a published mean (217.4).
+fn length(c: &Case, column: &'static str) -> Result<Option<f64>, CaseError> {
+    match num::<f64>(c, column)? {
+        Some(v) if !(v.is_finite() && v >= 1.0 && v <= f64::from(u32::MAX)) => {
+            Err(CaseError::Value {
+                column,
+                value: c.get(column).to_owned(),
+                expected: "a length of at least 1 token",
+            })
+        }
+        v => Ok(v),
+    }
+}
+
+/// The weights' dtype a case names, read as checkpoints and reports write it (`bf16`,
+/// `FP8`, `awq`, `w4a16`, `nvfp4`, `mxfp4 (native)`: a note in brackets is ignored).
 ///
 /// # Errors
 ///
 /// A dtype the model does not know.
 pub fn weights_dtype(s: &str) -> Result<Option<WeightDtype>, CaseError> {
-    match s.to_ascii_lowercase().as_str() {
+    let bare = s.split('(').next().unwrap_or_default().trim();
+    match bare.to_ascii_lowercase().as_str() {
         "" | "auto" => Ok(None),
-        "fp16" | "bf16" | "float16" | "bfloat16" | "half" => Ok(Some(WeightDtype::Bf16)),
-        "fp8" | "float8" | "fp8_e4m3" => Ok(Some(WeightDtype::Fp8)),
-        other => Err(CaseError::Value {
-            column: "weights dtype",
-            value: other.to_owned(),
-            expected: "modelled (fp16, bf16, fp8)",
-        }),
+        b => WeightDtype::parse(b)
+            .or_else(|| inferscale_engine::names::resolve_dtype_word(b))
+            .map(Some)
+            .ok_or_else(|| CaseError::Value {
+                column: "weights dtype",
+                value: s.to_owned(),
+                expected: "modelled (bf16, fp16, fp8, int4/awq/gptq/w4a16, mxfp4, nvfp4)",
+            }),
     }
 }
 
@@ -488,9 +509,7 @@ fn setup(
         .gpu(gpu_name)
         .ok_or_else(|| CaseError::UnknownGpu(gpu_name.to_owned()))?;
     let model_name = c.get("model");
-    let model = cat
-        .model(model_name)
-        .ok_or_else(|| CaseError::UnknownModel(model_name.to_owned()))?;
+    let model = cat.model(model_name).map_err(CaseError::UnknownModel)?;
     let mut cfg = EngineConfig::new(gpu, model);
     let tp: u32 = num(c, "tp")?.unwrap_or(1).max(1);
     let gpus: u32 = num(c, "num_gpus")?.unwrap_or(tp).max(tp);
@@ -520,8 +539,8 @@ fn setup(
         p.apply(&mut cfg);
     }
     let replicas = gpus / tp;
-    let input: Option<u32> = num(c, "input_len")?;
-    let output: Option<u32> = num(c, "output_len")?;
+    let input = length(c, "input_len")?;
+    let output = length(c, "output_len")?;
     let load_value: Option<f64> = num(c, "load_value")?;
     let duration: Option<f64> = num(c, "duration_s")?;
     let share = |v: f64| v / f64::from(replicas);
@@ -607,22 +626,14 @@ fn setup(
             });
         }
     };
-    let input = input.unwrap_or(128);
-    let output = output.unwrap_or(128);
-    let generated: Option<u32> = num(c, "generated_output_len")?;
+    let input = input.unwrap_or(128.0);
+    let output = output.unwrap_or(128.0);
+    let generated = length(c, "generated_output_len")?;
     let std: Option<f64> = num(c, "input_len_std")?;
     let pool: Option<u32> = num(c, "prompt_pool")?;
     let prefix_tokens: Option<u32> = num(c, "shared_prefix_tokens")?;
     let prefix_groups: Option<u32> = num(c, "shared_prefix_groups")?;
-    let input_dist = match std.filter(|s| *s > 0.0) {
-        Some(sd) => Dist::Normal {
-            mean: f64::from(input),
-            std: sd,
-            min: (f64::from(input) - 4.0 * sd).max(1.0) as u32,
-            max: (f64::from(input) + 4.0 * sd) as u32,
-        },
-        None => Dist::Fixed { n: input },
-    };
+    let input_dist = Dist::with_std(input, std);
     let prefix = match (pool, prefix_tokens) {
         (Some(p), _) if p > 0 => Some(SharedPrefix::Pool { prompts: p }),
         (_, Some(t)) if t > 0 => Some(SharedPrefix::System {
@@ -632,14 +643,12 @@ fn setup(
         _ => None,
     };
     let view = generated.map(|g| ClientView {
-        counted: f64::from(output),
-        generated: f64::from(g),
+        counted: output,
+        generated: g,
     });
     let mut w = Workload {
         input: input_dist,
-        output: Dist::Fixed {
-            n: generated.unwrap_or(output),
-        },
+        output: Dist::of_mean(generated.unwrap_or(output)),
         load,
         duration_s: duration.unwrap_or(60.0),
         requests,

@@ -97,13 +97,21 @@ fn plan(w: &Workload) -> Plan {
         Load::Concurrency { clients } => Plan {
             times: Vec::new(),
             clients: clients.max(1),
-            until: w.duration_s,
+            until: if w.requests.is_some() {
+                f64::INFINITY
+            } else {
+                w.duration_s
+            },
             limit: w.requests.unwrap_or(u64::MAX),
         },
         Load::Sequential => Plan {
             times: Vec::new(),
             clients: 1,
-            until: w.duration_s,
+            until: if w.requests.is_some() {
+                f64::INFINITY
+            } else {
+                w.duration_s
+            },
             limit: w.requests.unwrap_or(u64::MAX),
         },
     }

@@ -20,6 +20,12 @@ pub enum Dist {
         /// Most.
         hi: u32,
     },
+    /// A fractional mean, as published figures are (217.4 tokens): the two whole lengths
+    /// either side, in the proportion that keeps the mean.
+    Mean {
+        /// Tokens, at least 1.
+        mean: f64,
+    },
     /// Normal, rounded, clamped to `[min, max]`.
     Normal {
         /// Mean.
@@ -34,6 +40,31 @@ pub enum Dist {
 }
 
 impl Dist {
+    /// `mean` tokens: [`Dist::Fixed`] when it is whole, [`Dist::Mean`] otherwise.
+    pub fn of_mean(mean: f64) -> Dist {
+        if mean.fract() == 0.0 && mean >= 1.0 && mean <= f64::from(u32::MAX) {
+            Dist::Fixed { n: mean as u32 }
+        } else {
+            Dist::Mean {
+                mean: mean.max(1.0),
+            }
+        }
+    }
+
+    /// `mean` tokens with a standard deviation (`std` ≤ 0: [`Dist::of_mean`]): normal,
+    /// clamped to ±4σ and to at least one token.
+    pub fn with_std(mean: f64, std: Option<f64>) -> Dist {
+        match std.filter(|s| *s > 0.0) {
+            Some(sd) => Dist::Normal {
+                mean,
+                std: sd,
+                min: (mean - 4.0 * sd).max(1.0) as u32,
+                max: (mean + 4.0 * sd).ceil() as u32,
+            },
+            None => Dist::of_mean(mean),
+        }
+    }
+
     /// One draw.
     pub fn draw(&self, rng: &mut Rng) -> u32 {
         match *self {
@@ -41,6 +72,11 @@ impl Dist {
             Dist::Uniform { lo, hi } => {
                 let (lo, hi) = (lo.min(hi), lo.max(hi));
                 lo + (rng.next_f64() * f64::from(hi - lo + 1)).floor() as u32
+            }
+            Dist::Mean { mean } => {
+                let lo = mean.floor();
+                let up = rng.next_f64() < mean - lo;
+                (lo as u32 + u32::from(up)).max(1)
             }
             Dist::Normal {
                 mean,
@@ -58,7 +94,7 @@ impl Dist {
         match *self {
             Dist::Fixed { n } => f64::from(n),
             Dist::Uniform { lo, hi } => (f64::from(lo) + f64::from(hi)) / 2.0,
-            Dist::Normal { mean, .. } => mean,
+            Dist::Mean { mean } | Dist::Normal { mean, .. } => mean,
         }
     }
 
@@ -67,6 +103,7 @@ impl Dist {
         match *self {
             Dist::Fixed { n } => n,
             Dist::Uniform { lo, hi } => lo.max(hi),
+            Dist::Mean { mean } => mean.ceil().max(1.0) as u32,
             Dist::Normal { min, max, .. } => max.max(min),
         }
     }

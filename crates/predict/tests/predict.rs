@@ -259,3 +259,88 @@ fn cases_are_predicted_or_skipped_with_the_reason() {
     assert_eq!(r.per_metric["throughput_rps"].n, 1);
     assert_eq!(r.per_gpu["H100-SXM"].n, 2);
 }
+
+#[test]
+fn published_names_lengths_and_dtypes_are_read_as_published() {
+    // Names as served (base, re-uploads, dated releases), fractional mean lengths, and the
+    // dtypes reports write; each row is predicted, none skipped.
+    let rows = [
+        "n1,s,vLLM,,H100,4,4,meta-llama/Llama-3.1-70B,bf16,,217.4,98.9,rate,1,60,,,,,,e2e_mean_ms,3000,ms,high,",
+        "n2,s,vLLM,,NVIDIA H100 80GB HBM3,1,1,mistralai/Mistral-7B-Instruct-v0.2,,,512,128,rate,2,60,,,,,,ttft_mean_ms,30,ms,high,",
+        "n3,s,vLLM,,B200,1,1,nvidia/Llama-3.1-8B-Instruct-FP4,nvfp4,,1024,1024,concurrency,16,60,,,,,,tpot_p50_ms,5,ms,high,",
+        "n4,s,vLLM,,H200,1,1,openai/gpt-oss-120b,mxfp4 (native),,1024,1024,concurrency,4,60,,,,,,tpot_p50_ms,4,ms,high,",
+        "n5,s,vLLM,,H200,8,8,Qwen/Qwen3.5-397B-A17B,,,1024,128,concurrency,8,60,,,,,,tpot_p50_ms,10,ms,high,",
+        "n6,s,vLLM,,H200,4,4,Qwen/Qwen3-235B-A22B-Instruct-2507-FP8,,,1000,100,rate,0.5,60,,,,,,e2e_mean_ms,3000,ms,high,",
+    ];
+    let cases = read_cases(&format!("{HEADER}\n{}\n", rows.join("\n"))).unwrap();
+    let r = run(&cases, &Builtin, &Options::default(), &mut |_, _| {});
+    assert_eq!(r.skipped, Vec::new());
+    assert_eq!(r.cases.len(), rows.len());
+
+    // A mean length is kept: 98.9 output tokens take between 98 and 99 tokens' time.
+    let lengths = |out: &str| {
+        let row = format!(
+            "x,s,vLLM,,H100,1,1,Llama-3.1-8B,,,512,{out},sequential,20,,,,,,,e2e_mean_ms,1000,ms,high,"
+        );
+        let c = read_cases(&format!("{HEADER}\n{row}\n")).unwrap();
+        run(&c, &Builtin, &Options::default(), &mut |_, _| {}).cases[0].predicted
+    };
+    let (lo, mid, hi) = (lengths("98"), lengths("98.9"), lengths("99"));
+    assert!(lo < mid && mid < hi, "{lo} {mid} {hi}");
+
+    // What is not a length or a dtype is named.
+    let bad = [
+        "b1,s,vLLM,,H100,1,1,Llama-3.1-8B,,,0.5,128,rate,1,60,,,,,,e2e_mean_ms,1,ms,high,",
+        "b2,s,vLLM,,H100,1,1,Llama-3.1-8B,int3,,512,128,rate,1,60,,,,,,e2e_mean_ms,1,ms,high,",
+    ];
+    let cases = read_cases(&format!("{HEADER}\n{}\n", bad.join("\n"))).unwrap();
+    let r = run(&cases, &Builtin, &Options::default(), &mut |_, _| {});
+    let reasons: Vec<&str> = r.skipped.iter().map(|s| s.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "input_len \"0.5\" is not a length of at least 1 token",
+            "weights dtype \"int3\" is not modelled (bf16, fp16, fp8, int4/awq/gptq/w4a16, mxfp4, nvfp4)"
+        ]
+    );
+}
+
+#[test]
+fn fp4_weights_run_on_fp4_tensor_cores_or_weight_only() {
+    use inferscale_engine::hardware::find_gpu;
+    use inferscale_engine::model::WeightDtype;
+    let b200 = find_gpu("B200").unwrap();
+    let h100 = find_gpu("H100").unwrap();
+    assert_eq!(b200.runs(WeightDtype::Nvfp4), Ok(true));
+    assert_eq!(h100.runs(WeightDtype::Nvfp4), Ok(false));
+    assert_eq!(h100.runs(WeightDtype::Fp8), Ok(true));
+    assert_eq!(find_gpu("A100").unwrap().runs(WeightDtype::Fp8), Ok(false));
+    // A GPU older than vLLM's Marlin kernels is refused, naming it.
+    let t4 = inferscale_engine::hardware::GpuSpec {
+        name: "T4".into(),
+        compute_capability: Some(7.5),
+        fp8_tflops: None,
+        fp4_tflops: None,
+        ..h100.clone()
+    };
+    let e = t4.runs(WeightDtype::Nvfp4).unwrap_err().to_string();
+    assert!(
+        e.contains("nvfp4 weights on T4 (compute capability 7.5)"),
+        "{e}"
+    );
+    assert_eq!(t4.runs(WeightDtype::Bf16), Ok(true));
+    // On Blackwell FP4 is faster than FP8 at the same batch; on Hopper, weight-only FP4 reads
+    // fewer bytes than FP8 at batch 1 but multiplies at the 16-bit rate.
+    let model = inferscale_engine::model::find_model("Llama-3.1-70B").unwrap();
+    let step = |gpu: &inferscale_engine::hardware::GpuSpec, d: WeightDtype, batch: u32| {
+        let mut cfg = inferscale_engine::EngineConfig::new(gpu.clone(), model.clone());
+        cfg.dtype = d;
+        cfg.tensor_parallel_size = 4;
+        let w = Workload::fixed(2048, 64, Load::Concurrency { clients: batch }, 30.0);
+        inferscale_predict::predict(&cfg, &w)
+            .unwrap()
+            .throughput_rps
+    };
+    assert!(step(&b200, WeightDtype::Nvfp4, 64) > step(&b200, WeightDtype::Fp8, 64));
+    assert!(step(&h100, WeightDtype::Nvfp4, 1) > step(&h100, WeightDtype::Fp8, 1));
+}

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, anyhow, bail};
 use inferscale_catalog::units::format_seconds;
 use inferscale_engine::hardware::{GpuSpec, builtin_gpus, find_gpu};
-use inferscale_engine::model::{ModelSpec, WeightDtype, find_model};
+use inferscale_engine::model::{ModelSpec, WeightDtype};
 use inferscale_engine::{EngineConfig, Settings};
 use inferscale_predict::capacity::{Plan, plan, saturation_rps};
 use inferscale_predict::summary::Stats;
@@ -43,11 +43,9 @@ fn model(args: &PredictArgs) -> Result<ModelSpec> {
         return crate::specs::read_model_config(p);
     }
     let name = args.model.as_deref().unwrap_or_default();
-    find_model(name).ok_or_else(|| {
-        anyhow!(
-            "--model {name:?}: not a built-in model; pass its Hugging Face config.json with --model-config"
-        )
-    })
+    inferscale_engine::names::resolve(name)
+        .map(|r| r.spec)
+        .map_err(|e| anyhow!("--model: {e}; pass its Hugging Face config.json with --model-config"))
 }
 
 fn settings(args: &PredictArgs) -> Result<Settings> {
@@ -72,23 +70,57 @@ fn settings(args: &PredictArgs) -> Result<Settings> {
     })
 }
 
-fn workload(args: &PredictArgs) -> Result<Workload> {
-    let load = match (args.rps, args.concurrency, args.offline, args.sequential) {
+/// The loads asked for: one, or one per client count of a concurrency sweep.
+fn loads(args: &PredictArgs) -> Result<Vec<Load>> {
+    if let Some(c) = args.concurrency.iter().find(|c| **c == 0) {
+        bail!("--concurrency {c}: at least 1 client");
+    }
+    if !args.concurrency.is_empty() {
+        return Ok(args
+            .concurrency
+            .iter()
+            .map(|&clients| Load::Concurrency { clients })
+            .collect());
+    }
+    if args.requests.is_some() {
+        bail!("--requests: closed loop only (with --concurrency)");
+    }
+    Ok(vec![match (args.rps, args.offline, args.sequential) {
         (Some(rps), ..) => Load::Rate {
             rps,
             poisson: args.arrivals == ArrivalsArg::Poisson,
         },
-        (_, Some(c), ..) if c > 0 => Load::Concurrency { clients: c },
-        (_, _, Some(n), _) if n > 0 => Load::Offline { requests: n },
-        (_, _, _, Some(n)) if n > 0 => Load::Sequential,
-        (None, None, None, None) => {
-            bail!("give a load: --rps R, --concurrency N, --offline N or --sequential N")
+        (_, Some(n), _) if n > 0 => Load::Offline { requests: n },
+        (_, _, Some(n)) if n > 0 => Load::Sequential,
+        (None, None, None) => {
+            bail!("give a load: --rps R, --concurrency N[,N...], --offline N or --sequential N")
         }
-        (_, Some(c), ..) => bail!("--concurrency {c}: at least 1 client"),
-        (_, _, Some(n), _) => bail!("--offline {n}: at least 1 request"),
-        (_, _, _, Some(n)) => bail!("--sequential {n}: at least 1 request"),
-    };
-    if args.input == 0 || args.output == 0 {
+        (_, Some(n), _) => bail!("--offline {n}: at least 1 request"),
+        (_, _, Some(n)) => bail!("--sequential {n}: at least 1 request"),
+    }])
+}
+
+/// The workload of each load.
+fn workloads(args: &PredictArgs) -> Result<Vec<Workload>> {
+    let w = workload(args, Load::Sequential)?;
+    Ok(loads(args)?
+        .into_iter()
+        .map(|load| {
+            let requests = match load {
+                Load::Concurrency { .. } => args.requests,
+                _ => w.requests,
+            };
+            Workload {
+                load,
+                requests,
+                ..w.clone()
+            }
+        })
+        .collect())
+}
+
+fn workload(args: &PredictArgs, load: Load) -> Result<Workload> {
+    if !(args.input >= 1.0 && args.output >= 1.0 && (args.input + args.output) < 1e9) {
         bail!(
             "--input {} --output {}: each at least 1 token",
             args.input,
@@ -125,16 +157,8 @@ fn workload(args: &PredictArgs) -> Result<Workload> {
         (None, None) => None,
     };
     Ok(Workload {
-        input: match args.input_std.filter(|s| *s > 0.0) {
-            Some(sd) => Dist::Normal {
-                mean: f64::from(args.input),
-                std: sd,
-                min: (f64::from(args.input) - 4.0 * sd).max(1.0) as u32,
-                max: (f64::from(args.input) + 4.0 * sd) as u32,
-            },
-            None => Dist::Fixed { n: args.input },
-        },
-        output: Dist::Fixed { n: args.output },
+        input: Dist::with_std(args.input, args.input_std),
+        output: Dist::of_mean(args.output),
         load,
         duration_s: args.duration.as_secs_f64(),
         requests: args.sequential.or(args.offline).map(u64::from),
@@ -154,7 +178,8 @@ fn engine(
     let mut cfg = EngineConfig::new(gpu.clone(), model.clone());
     s.apply(&mut cfg)?;
     cfg.prefix_caching = !args.no_prefix_caching;
-    let longest = args.input + args.output;
+    // A request of the mean lengths, rounded up.
+    let longest = (args.input.ceil() + args.output.ceil()) as u32;
     if args.max_model_len.is_none() {
         cfg.max_model_len = cfg
             .max_model_len
@@ -277,12 +302,41 @@ fn summary_text(s: &Summary, saturation: Option<f64>) -> String {
     out
 }
 
+/// A concurrency sweep, a line per client count.
+fn sweep_text<'a>(rows: impl Iterator<Item = (&'a Workload, &'a Summary)>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "clients", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "E2E p99"
+    );
+    for (w, s) in rows {
+        let clients = match w.load {
+            Load::Concurrency { clients } => clients,
+            _ => 0,
+        };
+        let _ = writeln!(
+            out,
+            "  {clients:>7} {:>9.2} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            s.throughput_rps,
+            s.output_tps,
+            lat(s.ttft.p50),
+            lat(s.ttft.p99),
+            lat(s.tpot.p50),
+            lat(s.e2e.p50),
+            lat(s.e2e.p99)
+        );
+    }
+    out
+}
+
 /// Runs the command.
 pub(crate) fn run(args: &PredictArgs) -> Result<ExitCode> {
     let gpus = gpus(args)?;
     let model = model(args)?;
     let s = settings(args)?;
-    let w = workload(args)?;
+    let ws = workloads(args)?;
+    let w = ws[0].clone();
     let prices = prices(args)?;
     for (g, _) in &prices {
         if !gpus.iter().any(|x| x.name.eq_ignore_ascii_case(g)) {
@@ -358,21 +412,23 @@ pub(crate) fn run(args: &PredictArgs) -> Result<ExitCode> {
     }
     let mut results = Vec::new();
     for cfg in &cfgs {
-        let sum = predict(cfg, &w).with_context(|| model.name.clone())?;
-        let sat = if args.saturation {
-            saturation_rps(cfg, &w)?
-        } else {
-            None
-        };
-        results.push((cfg, sum, sat));
+        for w in &ws {
+            let sum = predict(cfg, w).with_context(|| model.name.clone())?;
+            let sat = if args.saturation {
+                saturation_rps(cfg, w)?
+            } else {
+                None
+            };
+            results.push((cfg, w, sum, sat));
+        }
     }
     if args.json {
         let v: Vec<serde_json::Value> = results
             .iter()
-            .map(|(cfg, s, sat)| {
+            .map(|(cfg, w, s, sat)| {
                 serde_json::json!({
                     "gpu": cfg.gpu.name, "model": cfg.model.name, "tp": cfg.tensor_parallel_size,
-                    "summary": s, "saturation_rps": sat,
+                    "load": w.load, "summary": s, "saturation_rps": sat,
                 })
             })
             .collect();
@@ -382,10 +438,18 @@ pub(crate) fn run(args: &PredictArgs) -> Result<ExitCode> {
                 &serde_json::json!({"version": 1, "workload": w, "predictions": v})
             )?
         ))?;
+    } else if ws.len() > 1 {
+        let mut out = String::new();
+        for chunk in results.chunks(ws.len()) {
+            out.push_str(&describe(chunk[0].0, chunk[0].1));
+            out.push_str(&sweep_text(chunk.iter().map(|(_, w, s, _)| (*w, s))));
+            out.push('\n');
+        }
+        emit(&out)?;
     } else {
         let mut out = String::new();
-        for (cfg, s, sat) in &results {
-            out.push_str(&describe(cfg, &w));
+        for (cfg, w, s, sat) in &results {
+            out.push_str(&describe(cfg, w));
             out.push_str(&summary_text(s, *sat));
             out.push('\n');
         }

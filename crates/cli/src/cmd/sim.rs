@@ -122,16 +122,11 @@ fn engine(a: &SimArgs) -> Result<EngineConfig> {
         (engine.max_num_seqs, engine.max_num_batched_tokens) = engine.gpu.batch_defaults();
     }
     if let Some(m) = &a.model {
-        engine.model = find_model(m).ok_or_else(|| {
-            anyhow!(
-                "unknown model {m:?}; known: {}",
-                builtin_models()
-                    .iter()
-                    .map(|m| m.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
+        engine.model = inferscale_engine::names::resolve(m)
+            .map(|r| r.spec)
+            .map_err(|e| {
+                anyhow!("--model: {e}; see inferscale sim --list, or pass --model-config")
+            })?;
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
     }
@@ -145,37 +140,29 @@ fn engine(a: &SimArgs) -> Result<EngineConfig> {
         engine.dtype = engine.model.native_dtype;
         engine.max_model_len = engine.model.max_context.min(32768);
     }
-    match a.quantization.as_deref() {
-        None => {}
-        Some("none") => engine.dtype = WeightDtype::Bf16,
-        Some(q) => {
-            engine.dtype = WeightDtype::parse(q).ok_or_else(|| {
-                anyhow!("--quantization {q:?}: expected fp8, awq, gptq, mxfp4, nvfp4 or none")
-            })?;
-        }
-    }
+    let dtype = match a.quantization.as_deref() {
+        None => None,
+        Some("none") => Some(WeightDtype::Bf16),
+        Some(q) => Some(WeightDtype::parse(q).ok_or_else(|| {
+            anyhow!("--quantization {q:?}: expected fp8, awq, gptq, mxfp4, nvfp4 or none")
+        })?),
+    };
     engine.prefix_caching &= !a.no_enable_prefix_caching;
-    if let Some(k) = &a.kv_cache_dtype {
-        engine.kv_dtype_bytes = if k == "fp8" { 1.0 } else { 2.0 };
+    // The flags vLLM and `predict` share, checked in one place.
+    inferscale_engine::Settings {
+        tensor_parallel_size: a.tensor_parallel_size,
+        dtype,
+        kv_dtype_bytes: a
+            .kv_cache_dtype
+            .as_deref()
+            .map(|k| if k == "fp8" { 1.0 } else { 2.0 }),
+        max_num_seqs: a.max_num_seqs,
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_model_len: a.max_model_len,
+        gpu_memory_utilization: a.gpu_memory_utilization,
+        enforce_eager: None,
     }
-    if let Some(v) = a.tensor_parallel_size {
-        engine.tensor_parallel_size = v;
-    }
-    if let Some(v) = a.max_num_seqs {
-        engine.max_num_seqs = v;
-    }
-    if let Some(v) = a.max_num_batched_tokens {
-        engine.max_num_batched_tokens = v;
-    }
-    if let Some(v) = a.max_model_len {
-        engine.max_model_len = v;
-    }
-    if let Some(v) = a.gpu_memory_utilization {
-        if !(v > 0.0 && v <= 1.0) {
-            bail!("--gpu-memory-utilization must be in (0, 1], not {v}");
-        }
-        engine.gpu_memory_utilization = v;
-    }
+    .apply(&mut engine)?;
     engine.enforce_eager |= a.enforce_eager;
     engine.seed = a.seed;
     Ok(engine)
