@@ -46,7 +46,8 @@ pub const COLUMNS: [&str; 25] = [
 
 /// Columns a case may add to describe its workload more exactly (empty or absent: the
 /// defaults of [`Options`]).
-pub const OPTIONAL_COLUMNS: [&str; 8] = [
+pub const OPTIONAL_COLUMNS: [&str; 9] = [
+    "num_prompts",
     "load_values",
     "arrivals",
     "timeout_s",
@@ -366,7 +367,8 @@ pub struct Report {
 }
 
 /// The columns that make two cases one simulation.
-const SETUP: [&str; 25] = [
+const SETUP: [&str; 26] = [
+    "num_prompts",
     "load_values",
     "arrivals",
     "timeout_s",
@@ -427,8 +429,13 @@ pub enum CaseError {
     #[error(transparent)]
     Settings(#[from] inferscale_engine::SettingsError),
     /// The model does not fit the GPUs as set up.
-    #[error("the setup does not fit: {0}")]
-    DoesNotFit(inferscale_engine::kv::MemoryError),
+    #[error("the setup does not fit ({layout}): {error}")]
+    DoesNotFit {
+        /// Why.
+        error: inferscale_engine::kv::MemoryError,
+        /// The replicas and ranks the case was read as.
+        layout: String,
+    },
 }
 
 fn num<T: std::str::FromStr>(c: &Case, column: &'static str) -> Result<Option<T>, CaseError> {
@@ -590,16 +597,19 @@ fn setup(
                 None,
             )
         }
+        // A sweep point of `vllm bench serve --max-concurrency C --num-prompts N`: the
+        // clients stop after N requests, however long that takes.
         "concurrency" => {
             let n = load_value.ok_or(CaseError::NoLoadValue {
                 kind: "concurrency",
             })?;
+            let prompts: Option<f64> = num(c, "num_prompts")?;
             (
                 Load::Concurrency {
                     clients: share(n).round().max(1.0) as u32,
                 },
                 true,
-                None,
+                prompts.map(|p| share(p).round().max(1.0) as u64),
             )
         }
         "offline" => {
@@ -679,10 +689,25 @@ fn setup(
 type Outcome = Result<(EngineConfig, Vec<Summary>, Option<ClientView>), CaseError>;
 
 fn simulate_setup(c: &Case, cat: &dyn Catalog, opts: &Options) -> Outcome {
-    let (cfg, ws, _, view) = setup(c, cat, opts)?;
+    let (cfg, ws, replicas, view) = setup(c, cat, opts)?;
+    let tp = cfg.tensor_parallel_size;
+    let layout = format!(
+        "{replicas} replica{} of tensor parallelism {tp}{}",
+        if replicas == 1 { "" } else { "s" },
+        if c.get("tp").is_empty() && replicas > 1 {
+            ", as num_gpus without tp reads; expert- or data-parallel layouts are not modelled"
+        } else {
+            ""
+        }
+    );
     let sums = ws
         .iter()
-        .map(|w| crate::predict(&cfg, w).map_err(CaseError::DoesNotFit))
+        .map(|w| {
+            crate::predict(&cfg, w).map_err(|error| CaseError::DoesNotFit {
+                error,
+                layout: layout.clone(),
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((cfg, sums, view))
 }

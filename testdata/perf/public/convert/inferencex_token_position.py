@@ -22,7 +22,7 @@ COLUMNS = ["id", "source", "engine", "engine_version", "gpu", "num_gpus", "tp", 
            "weights_dtype", "kv_dtype", "input_len", "output_len", "load_type", "load_value",
            "duration_s", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
            "gpu_memory_utilization", "enforce_eager", "metric", "value", "unit", "confidence",
-           "notes"]
+           "notes", "num_prompts"]
 
 # (json key, metric, unit, scale)
 METRICS = [
@@ -129,6 +129,7 @@ def rows_for(path, model_dir):
             "load_type": "concurrency",
             "load_value": conc,
             "duration_s": f"{float(d['duration']):.3f}",
+            "num_prompts": int(d["num_prompts"]),
             "max_num_seqs": "",
             "max_num_batched_tokens": "",
             "max_model_len": "",
