@@ -960,7 +960,7 @@ pub(crate) struct FidelityArgs {
     #[arg(value_name = "CASES.csv")]
     pub(crate) cases: std::path::PathBuf,
 
-    /// Print JSON: {"cases", "per_metric", "per_family", "per_gpu", "skipped",
+    /// Print JSON: {"cases", "per_metric", "per_family", "per_gpu", "per_gpu_family", "skipped",
     /// "harness_facts"}.
     #[arg(long)]
     pub(crate) json: bool,
@@ -983,6 +983,11 @@ pub(crate) struct FidelityArgs {
     /// parameters and the errors at them.
     #[arg(long)]
     pub(crate) calibrate: bool,
+
+    /// Predict with these physics instead of the engine's: a JSON object of the parameters
+    /// --calibrate prints (its "fit"."physics"), to judge a fit on cases it did not see.
+    #[arg(long, value_name = "FILE", conflicts_with = "calibrate")]
+    pub(crate) physics: Option<std::path::PathBuf>,
 
     /// With --calibrate: fit without this GPU's cases, then report the error on them alone
     /// (a leave-one-GPU-out check). `all`: each GPU in turn.

@@ -75,15 +75,15 @@ pub struct Overheads {
 impl Default for Overheads {
     fn default() -> Self {
         Overheads {
-            step_fixed_s: 1.4e-3,
+            step_fixed_s: 2.2e-3,
             per_seq_s: 28e-6,
             eager_op_s: 35e-6,
             ops_per_layer: 12,
             fp8_extra_ops_per_layer: 4,
             graph_replay_s: 0.1e-3,
             graph_piece_s: 10e-6,
-            frontend_s: 9.61e-3,
-            gpu_step_s: 0.75e-3,
+            frontend_s: 7.75e-3,
+            gpu_step_s: 0.22e-3,
             async_scheduling: true,
             kv_read_efficiency: 1.0,
         }

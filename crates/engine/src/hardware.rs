@@ -97,6 +97,12 @@ impl GpuSpec {
         }
     }
 
+    /// Whether its memory is GDDR rather than HBM: every GDDR part NVIDIA sells streams under
+    /// 1 TB/s (L4 300, A10G 600, L40S 864 GB/s) and every HBM part over 1.5 TB/s.
+    pub fn gddr(&self) -> bool {
+        self.mem_bandwidth_gbps < 1000.0
+    }
+
     /// vLLM's default `(max_num_seqs, max_num_batched_tokens)` on this GPU.
     pub fn batch_defaults(&self) -> (u32, u32) {
         if self.large_batch_defaults() {
@@ -129,7 +135,11 @@ fn gpu(
         fp8_tflops: fp8,
         fp4_tflops: None,
         compute_capability: capability(name),
-        mem_efficiency: mem_eff,
+        mem_efficiency: if bw < 1000.0 {
+            mem_eff
+        } else {
+            mem_eff * HBM_MEM_SCALE
+        },
         compute_efficiency: COMPUTE_EFFICIENCY,
         interconnect_gbps: interconnect.0,
         allreduce_latency_us: interconnect.1 * ALLREDUCE_LATENCY_SCALE,
@@ -186,11 +196,16 @@ fn capability(name: &str) -> Option<f64> {
 }
 
 /// The GEMMs' share of peak tensor throughput, every GPU (fitted; see the field's doc).
-pub const COMPUTE_EFFICIENCY: f64 = 0.816;
+pub const COMPUTE_EFFICIENCY: f64 = 0.886;
+
+/// The fitted scale of the HBM parts' streaming efficiencies in the table below: vLLM's
+/// decode on them reaches this share of what a large streaming read does (GDDR parts keep
+/// their values; docs/performance-model.md).
+pub const HBM_MEM_SCALE: f64 = 0.885;
 
 /// The fitted scale of the interconnects' nominal small all-reduce latencies below (vLLM's
 /// custom all-reduce beats NCCL's small-message latency; docs/performance-model.md).
-pub const ALLREDUCE_LATENCY_SCALE: f64 = 0.89;
+pub const ALLREDUCE_LATENCY_SCALE: f64 = 0.60;
 
 /// PCIe Gen4 x16 all-reduce: ~22 GB/s bus bandwidth, ~25 µs per small all-reduce.
 const PCIE4: (f64, f64) = (22.0, 25.0);

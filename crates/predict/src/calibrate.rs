@@ -6,17 +6,22 @@
 //! to (docs/performance-model.md); a leave-one-GPU-out run fits without one GPU's cases and
 //! reports the error on them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use inferscale_engine::EngineConfig;
 
 use crate::fidelity::{Case, Catalog, Options, Report, run};
 
 /// The fitted parameters, as multipliers of and values for the engine's defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Physics {
-    /// Multiplies every GPU's memory efficiency (achieved / peak bandwidth).
+    /// Multiplies every HBM GPU's memory efficiency (achieved / peak bandwidth).
     pub mem_scale: f64,
+    /// Multiplies every GDDR GPU's memory efficiency (L4, L40S, A10G: a different memory
+    /// and controller, whose achieved share of peak differs from HBM's).
+    #[serde(default = "one")]
+    pub gddr_mem_scale: f64,
     /// Multiplies every GPU's compute efficiency (achieved / peak tensor throughput).
     pub compute_scale: f64,
     /// Paged attention's KV reads as a share of the achieved weight-read bandwidth.
@@ -33,12 +38,17 @@ pub struct Physics {
     pub allreduce_latency_scale: f64,
 }
 
+fn one() -> f64 {
+    1.0
+}
+
 impl Physics {
     /// The engine's defaults, as they are.
     pub fn defaults() -> Physics {
         let o = inferscale_engine::cost::Overheads::default();
         Physics {
             mem_scale: 1.0,
+            gddr_mem_scale: 1.0,
             compute_scale: 1.0,
             kv_read_efficiency: o.kv_read_efficiency,
             gpu_step_s: o.gpu_step_s,
@@ -59,7 +69,8 @@ impl Physics {
     /// from defaults that were fitted on it).
     pub fn prior() -> Physics {
         Physics {
-            mem_scale: 1.0,
+            mem_scale: 1.0 / inferscale_engine::hardware::HBM_MEM_SCALE,
+            gddr_mem_scale: 1.0,
             compute_scale: 0.45 / inferscale_engine::hardware::COMPUTE_EFFICIENCY,
             kv_read_efficiency: 1.0,
             gpu_step_s: 0.0,
@@ -73,7 +84,12 @@ impl Physics {
     /// Sets `cfg`'s physics to these.
     pub fn apply(&self, cfg: &mut EngineConfig) {
         let g = &mut cfg.gpu;
-        g.mem_efficiency = (g.mem_efficiency * self.mem_scale).clamp(0.05, 1.0);
+        let scale = if g.gddr() {
+            self.gddr_mem_scale
+        } else {
+            self.mem_scale
+        };
+        g.mem_efficiency = (g.mem_efficiency * scale).clamp(0.05, 1.0);
         g.compute_efficiency = (g.compute_efficiency * self.compute_scale).clamp(0.05, 1.0);
         g.allreduce_latency_us *= self.allreduce_latency_scale;
         let o = &mut cfg.overheads;
@@ -94,6 +110,7 @@ impl Physics {
             self.per_seq_s,
             self.frontend_s,
             self.allreduce_latency_scale,
+            self.gddr_mem_scale,
         ][i]
     }
 
@@ -106,7 +123,8 @@ impl Physics {
             4 => &mut self.step_fixed_s,
             5 => &mut self.per_seq_s,
             6 => &mut self.frontend_s,
-            _ => &mut self.allreduce_latency_scale,
+            7 => &mut self.allreduce_latency_scale,
+            _ => &mut self.gddr_mem_scale,
         };
         *f = v;
     }
@@ -115,7 +133,7 @@ impl Physics {
 /// Each parameter's physical bounds: outside them it would stand for something else. The
 /// scales are of the GPU table's values, so the bounds on what they stand for are divided
 /// by the table's constants.
-const BOUNDS: [(f64, f64); 8] = [
+const BOUNDS: [(f64, f64); 9] = [
     // Memory efficiency may move a fifth either way from the tables' values (no GPU streams
     // above ~95 % of peak).
     (0.8, 1.2),
@@ -139,6 +157,8 @@ const BOUNDS: [(f64, f64); 8] = [
         0.5 / inferscale_engine::hardware::ALLREDUCE_LATENCY_SCALE,
         4.0 / inferscale_engine::hardware::ALLREDUCE_LATENCY_SCALE,
     ),
+    // GDDR memory efficiency: as HBM's.
+    (0.8, 1.2),
 ];
 
 /// The metric families a fit minimises, each with the median error it is held to.

@@ -305,6 +305,8 @@ pub struct CaseResult {
     pub ape: Option<f64>,
     /// `|predicted − measured|`, in the unit.
     pub abs_error: f64,
+    /// `dense` or `moe`: the model's feed-forward.
+    pub architecture: &'static str,
 }
 
 /// A case not predicted, and why.
@@ -325,28 +327,37 @@ pub struct Aggregate {
     pub median_ape: f64,
     /// Mean absolute percentage error (a fraction).
     pub mean_ape: f64,
+    /// Median signed error, `(predicted − measured) / measured` (a fraction): positive when
+    /// the model predicts high.
+    pub median_bias: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 impl Aggregate {
-    fn of(apes: &[f64]) -> Aggregate {
-        let mut v: Vec<f64> = apes.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n == 0 {
-            0.0
-        } else if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
+    /// Over signed relative errors.
+    fn of(signed: &[f64]) -> Aggregate {
+        let n = signed.len();
+        let apes: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
         Aggregate {
             n,
-            median_ape: median,
+            median_ape: median(apes.clone()),
             mean_ape: if n == 0 {
                 0.0
             } else {
-                v.iter().sum::<f64>() / n as f64
+                apes.iter().sum::<f64>() / n as f64
             },
+            median_bias: median(signed.to_vec()),
         }
     }
 }
@@ -362,6 +373,8 @@ pub struct Report {
     pub per_family: BTreeMap<String, Aggregate>,
     /// Errors per GPU.
     pub per_gpu: BTreeMap<String, Aggregate>,
+    /// Errors per GPU, metric family and architecture (`H100-SXM ttft dense`).
+    pub per_gpu_family: BTreeMap<String, Aggregate>,
     /// Cases not predicted, with the reason.
     pub skipped: Vec<Skipped>,
 }
@@ -399,6 +412,9 @@ const SETUP: [&str; 26] = [
 /// Why a case cannot be simulated; the case is skipped with this as its reason.
 #[derive(Debug, thiserror::Error)]
 pub enum CaseError {
+    /// A case whose GPU the source did not state.
+    #[error("no GPU: the column gpu is empty (the source does not say what it ran on)")]
+    NoGpu,
     /// A GPU neither built in nor given.
     #[error("unknown GPU {0:?} (see inferscale sim --list, or pass --gpu-spec)")]
     UnknownGpu(String),
@@ -512,6 +528,9 @@ fn setup(
     opts: &Options,
 ) -> Result<(EngineConfig, Vec<Workload>, u32, Option<ClientView>), CaseError> {
     let gpu_name = c.get("gpu");
+    if gpu_name.is_empty() {
+        return Err(CaseError::NoGpu);
+    }
     let gpu = cat
         .gpu(gpu_name)
         .ok_or_else(|| CaseError::UnknownGpu(gpu_name.to_owned()))?;
@@ -825,21 +844,39 @@ pub fn run(
                 predicted,
                 ape,
                 abs_error: (predicted - measured).abs(),
+                architecture: if cfg.model.moe.is_some() {
+                    "moe"
+                } else {
+                    "dense"
+                },
             });
         }
     }
+    report(results, skipped)
+}
+
+/// The report of the cases predicted: their errors aggregated every way it gives them.
+fn report(results: Vec<CaseResult>, skipped: Vec<Skipped>) -> Report {
     let mut per_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut per_family: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut per_gpu: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut per_gpu_family: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for r in &results {
-        let Some(ape) = r.ape else { continue };
-        per_metric.entry(r.metric.clone()).or_default().push(ape);
+        if r.ape.is_none() {
+            continue;
+        }
+        let signed = (r.predicted - r.measured) / r.measured;
+        per_metric.entry(r.metric.clone()).or_default().push(signed);
         let fam = serde_json::to_value(r.family)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        per_family.entry(fam).or_default().push(ape);
-        per_gpu.entry(r.gpu.clone()).or_default().push(ape);
+        per_gpu_family
+            .entry(format!("{} {fam} {}", r.gpu, r.architecture))
+            .or_default()
+            .push(signed);
+        per_family.entry(fam).or_default().push(signed);
+        per_gpu.entry(r.gpu.clone()).or_default().push(signed);
     }
     let agg = |m: BTreeMap<String, Vec<f64>>| {
         m.into_iter()
@@ -851,6 +888,7 @@ pub fn run(
         per_metric: agg(per_metric),
         per_family: agg(per_family),
         per_gpu: agg(per_gpu),
+        per_gpu_family: agg(per_gpu_family),
         skipped,
     }
 }

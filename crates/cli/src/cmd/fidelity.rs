@@ -45,19 +45,21 @@ fn table(r: &Report, all: bool) -> String {
         ("metric family", &r.per_family),
         ("metric", &r.per_metric),
         ("GPU", &r.per_gpu),
+        ("GPU, family, architecture", &r.per_gpu_family),
     ] {
         let _ = writeln!(
             s,
-            "{title:<24} {:>5} {:>12} {:>12}",
-            "n", "median error", "mean error"
+            "{title:<32} {:>5} {:>12} {:>12} {:>12}",
+            "n", "median error", "mean error", "median bias"
         );
         for (k, a) in m {
             let _ = writeln!(
                 s,
-                "{k:<24} {:>5} {:>12} {:>12}",
+                "{k:<32} {:>5} {:>12} {:>12} {:>12}",
                 a.n,
                 pct(a.median_ape),
-                pct(a.mean_ape)
+                pct(a.mean_ape),
+                format!("{:+.1} %", a.median_bias * 100.0)
             );
         }
         s.push('\n');
@@ -232,7 +234,10 @@ pub(crate) fn run(args: &FidelityArgs) -> Result<ExitCode> {
     let opts = Options {
         poisson: args.arrivals == ArrivalsArg::Poisson,
         timeout_s: args.timeout.map(|d| d.as_secs_f64()),
-        physics: None,
+        physics: match &args.physics {
+            None => None,
+            Some(p) => Some(crate::input::read_json::<Physics>(p, "physics")?),
+        },
     };
     if args.calibrate {
         return calibrate(args, &cases, &cat, &opts, &applied);
