@@ -809,6 +809,23 @@ impl Engine {
             let full = r.prompt / BLOCK_SIZE;
             keys = r.block_keys(full);
             hits = pool.hits(keys.iter().copied(), (r.prompt - 1) / BLOCK_SIZE);
+            // Whether the prompt's entries and the private blocks of this step's tokens both
+            // fit, before holding anything (a request that waits at the head of the queue
+            // would otherwise hold and let go of its prompt every step).
+            let computed = u64::from(hits * BLOCK_SIZE);
+            let want = r.total() - computed;
+            let n = if want > u64::from(budget) {
+                if !chunked {
+                    return None;
+                }
+                u64::from(budget)
+            } else {
+                want
+            };
+            let private = blocks_for(computed + n).saturating_sub(full);
+            if pool.hold_cost(&keys) + private > pool.available() {
+                return None;
+            }
             if !pool.hold(&keys) {
                 return None;
             }

@@ -307,37 +307,56 @@ impl BlockPool {
         keys.filter(|k| !c.entries.contains_key(k)).count() as u32
     }
 
+    /// The blocks holding `keys` would use up: those to create, and the cached ones nobody
+    /// holds (no longer evictable once held).
+    pub fn hold_cost(&self, keys: &[BlockKey]) -> u32 {
+        let Some(c) = self.cache.as_ref() else {
+            return 0;
+        };
+        keys.iter()
+            .filter(|k| c.entries.get(k).is_none_or(|e| e.refs == 0))
+            .count() as u32
+    }
+
     /// Holds the entries of `keys`, creating (and taking a block for) those not cached;
     /// false (and nothing held) when the pool is short.
     pub fn hold(&mut self, keys: &[BlockKey]) -> bool {
-        let need = self.missing(keys.iter().copied());
-        // A cached block nobody holds that this request is about to hold is not evictable.
-        let reused = self.cache.as_ref().map_or(0, |c| {
-            keys.iter()
-                .filter(|k| c.entries.get(k).is_some_and(|e| e.refs == 0))
-                .count() as u32
-        });
+        let Some(c) = self.cache.as_ref() else {
+            return true;
+        };
+        // One look-up a key: the blocks to create, and the cached ones nobody holds that
+        // this request is about to hold (no longer evictable).
+        let (mut need, mut reused) = (0u32, 0u32);
+        for k in keys {
+            match c.entries.get(k) {
+                None => need += 1,
+                Some(e) if e.refs == 0 => reused += 1,
+                Some(_) => {}
+            }
+        }
         if need + reused > self.available() {
             return false;
         }
         let Some(c) = self.cache.as_mut() else {
             return true;
         };
+        // Hold the cached ones first, so that taking blocks for the others cannot evict them.
+        let mut fresh = Vec::with_capacity(need as usize);
         for k in keys {
-            if let Some(e) = c.entries.get_mut(k) {
-                if e.refs == 0 {
-                    // Its place in the queue is skipped when it comes up (see `evictable`).
-                    c.evictable_len -= 1;
+            match c.entries.get_mut(k) {
+                Some(e) => {
+                    if e.refs == 0 {
+                        // Its place in the queue is skipped when it comes up (see
+                        // `evictable`).
+                        c.evictable_len -= 1;
+                    }
+                    e.refs += 1;
                 }
-                e.refs += 1;
+                None => fresh.push(*k),
             }
         }
-        let fresh: Vec<BlockKey> = keys
-            .iter()
-            .copied()
-            .filter(|k| !c.entries.contains_key(k))
-            .collect();
-        if !self.take(fresh.len() as u32) {
+        // Enough is available (checked above, with the reused ones no longer evictable).
+        if !self.take(need) {
             return false;
         }
         if let Some(c) = self.cache.as_mut() {
