@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{inferscale, workspace};
 use inferscale_autoscale::hpa::{Hpa, Reading, Replicas, Spec, Target};
-use inferscale_scaler::grpc::{Channel, Code};
-use inferscale_scaler::proto::external_scaler::Client;
+use inferscale_scaler::grpc::{self, Code};
 use inferscale_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use inferscale_testkit::Reap;
 
@@ -197,17 +196,14 @@ fn rust_and_python_clients_drive_the_scaler_against_simulated_replicas() {
         .enable_all()
         .build()
         .unwrap();
-    let client = rt
-        .block_on(Channel::connect(&addr))
-        .map(Client::new)
-        .unwrap();
+    let client = rt.block_on(grpc::connect(&addr, None)).unwrap();
     let get = |meta: &serde_json::Value| {
         let req = GetMetricsRequest {
             scaled_object_ref: Some(so(meta)),
             metric_name: "inferscale-queue-depth".into(),
         };
-        rt.block_on(client.get_metrics(&req))
-            .map(|r| r.metric_values[0].metric_value_float)
+        rt.block_on(client.clone().get_metrics(req))
+            .map(|r| r.into_inner().metric_values[0].metric_value_float)
     };
 
     // All up: the value is the sum of the pods' gauges, read just before and after.
@@ -235,7 +231,10 @@ fn rust_and_python_clients_drive_the_scaler_against_simulated_replicas() {
         "target": "2",
         "latencyTarget": "10s",
     });
-    let spec = rt.block_on(client.get_metric_spec(&so(&desired))).unwrap();
+    let spec = rt
+        .block_on(client.clone().get_metric_spec(so(&desired)))
+        .unwrap()
+        .into_inner();
     let target = spec.metric_specs[0].target_size_float;
     assert_eq!(target, 1.0, "desired_replicas is read as AverageValue 1");
     let mut hpa = Hpa::new(Spec::new(1, 20, None));
@@ -246,7 +245,12 @@ fn rust_and_python_clients_drive_the_scaler_against_simulated_replicas() {
             scaled_object_ref: Some(so(&desired)),
             metric_name: spec.metric_specs[0].metric_name.clone(),
         };
-        let v = rt.block_on(client.get_metrics(&req)).unwrap().metric_values[0].metric_value_float;
+        let v = rt
+            .block_on(client.clone().get_metrics(req.clone()))
+            .unwrap()
+            .into_inner()
+            .metric_values[0]
+            .metric_value_float;
         let reading = Reading {
             target: Target::AverageValue(target),
             value: Some(v),
@@ -281,8 +285,8 @@ fn rust_and_python_clients_drive_the_scaler_against_simulated_replicas() {
     pair.0.kill().unwrap();
     let _ = pair.0.wait();
     let e = get(&queue).unwrap_err();
-    assert_eq!(e.code, Code::Unavailable, "{e}");
-    assert!(e.message.contains("all 3 pods failed"), "{e}");
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+    assert!(e.message().contains("all 3 pods failed"), "{e}");
     let py = python(&addr, &queue);
     assert_eq!(py["metrics"]["code"], "UNAVAILABLE", "{py}");
     assert_eq!(py["active"]["code"], "UNAVAILABLE", "{py}");

@@ -103,12 +103,12 @@ async fn value(query: &str, scaler: &Scaler) -> Response<Full<Bytes>> {
             respond(StatusCode::OK, "application/json", body.to_string())
         }
         Err(s) => {
-            let status = match s.code {
+            let status = match s.code() {
                 Code::InvalidArgument => StatusCode::BAD_REQUEST,
                 Code::FailedPrecondition => StatusCode::CONFLICT,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
-            json_error(status, &s.message)
+            json_error(status, s.message())
         }
     }
 }

@@ -9,9 +9,9 @@
 //!   computed from the rest; all failing or none: an error, never a silent 0).
 //! - [`scrape`]: the pods scraped concurrently, each with a timeout, answers cached briefly.
 //! - [`discover`]: a Service's pods from its EndpointSlices, listed then watched.
-//! - [`service`]: the four calls, and the value the HTTP side serves.
-//! - [`grpc`] and [`proto`]: gRPC over HTTP/2 and the code `build.rs` generates from the
-//!   `.proto` (messages, server trait, client).
+//! - [`service`]: the five calls, and the value the HTTP side serves.
+//! - [`grpc`] and [`proto`]: the service on tonic (cleartext or TLS) and the code `build.rs`
+//!   generates from the `.proto` (messages, server trait, client).
 //! - [`http`]: `/metrics`, `/healthz` and the JSON of KEDA's `metrics-api` trigger.
 //! - [`metrics`]: the scaler's own metrics.
 
@@ -34,22 +34,20 @@ use tokio::sync::watch;
 
 /// Serves `scaler` over gRPC on `grpc` (TLS when `tls` is given) and over HTTP on `http`,
 /// until `shutdown` turns true; calls in flight finish.
+///
+/// # Errors
+///
+/// When the gRPC server itself fails (the HTTP side goes on until `shutdown`).
 pub async fn run(
     scaler: Scaler,
     grpc: TcpListener,
     tls: Option<grpc::Tls>,
     http: Option<TcpListener>,
     shutdown: watch::Receiver<bool>,
-) {
-    let server = grpc::Server::new(proto::external_scaler::Routes(std::sync::Arc::new(
-        scaler.clone(),
-    )))
-    .tls(tls);
-    let g = server.serve(grpc, shutdown.clone());
+) -> Result<(), tonic::transport::Error> {
+    let g = grpc::serve(scaler.clone(), grpc, tls, shutdown.clone());
     match http {
-        Some(l) => {
-            tokio::join!(g, http::serve(l, scaler, shutdown));
-        }
+        Some(l) => tokio::join!(g, http::serve(l, scaler, shutdown)).0,
         None => g.await,
     }
 }

@@ -1,4 +1,4 @@
-//! The scaler: KEDA's four calls answered from the pods, and the same value for the HTTP
+//! The scaler: KEDA's five calls answered from the pods, and the same value for the HTTP
 //! side. Each call reads its trigger's `scalerMetadata` afresh (KEDA sends it whole every
 //! time), finds the pods (the listed targets, or the Service's EndpointSlices), scrapes them
 //! through the brief cache and answers.
@@ -14,16 +14,22 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response};
 
 use crate::decide::{Answer, TREND_WINDOW_S, Trend, answer, answer_at, signals};
 use crate::discover::{Discovery, Kube};
-use crate::grpc::{Code, ServerStream, Status};
+use crate::grpc::{Code, Status};
 use crate::metadata::{Config, Metric, Pods as Where};
 use crate::metrics::Metrics;
+use crate::proto::external_scaler_server::ExternalScaler;
 use crate::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
-    MetricValue, ScaledObjectRef, external_scaler,
+    MetricValue, ScaledObjectRef,
 };
+
+/// A server-streaming call's messages, ended by dropping the sender.
+pub type Stream<T> = ReceiverStream<Result<T, Status>>;
 use crate::scrape::Pods;
 
 /// How the scaler runs.
@@ -193,28 +199,53 @@ impl Scaler {
     }
 
     fn record<T>(&self, method: &str, t: Instant, r: &Result<T, Status>) {
-        let code = r.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+        let code = r.as_ref().map_or_else(|s| s.code(), |_| Code::Ok);
         self.metrics
             .call(method, &code_name(code), t.elapsed().as_secs_f64());
     }
 }
 
-impl external_scaler::Server for Scaler {
-    async fn is_active(&self, request: ScaledObjectRef) -> Result<IsActiveResponse, Status> {
+impl Scaler {
+    /// The HPA's metric for a trigger: its name and target, from the metadata alone.
+    fn spec(&self, request: &ScaledObjectRef) -> Result<GetMetricSpecResponse, Status> {
+        Config::from_metadata(&request.scaler_metadata, &request.namespace)
+            .map_err(|e| Status::invalid_argument(e.to_string()))
+            .map(|cfg| {
+                let target = hpa_target(&cfg);
+                GetMetricSpecResponse {
+                    metric_specs: vec![MetricSpec {
+                        metric_name: metric_name(cfg.metric),
+                        target_size: target.round().max(1.0) as i64,
+                        target_size_float: target,
+                    }],
+                }
+            })
+    }
+}
+
+#[tonic::async_trait]
+impl ExternalScaler for Scaler {
+    async fn is_active(
+        &self,
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<IsActiveResponse>, Status> {
         let t = Instant::now();
         let r = self
-            .is_active_now(&request)
+            .is_active_now(request.get_ref())
             .await
             .map(|result| IsActiveResponse { result });
         self.record("IsActive", t, &r);
-        r
+        r.map(Response::new)
     }
+
+    type StreamIsActiveStream = Stream<IsActiveResponse>;
 
     async fn stream_is_active(
         &self,
-        request: ScaledObjectRef,
-    ) -> Result<ServerStream<IsActiveResponse>, Status> {
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<Stream<IsActiveResponse>>, Status> {
         let t = Instant::now();
+        let request = request.into_inner();
         // Bad metadata is refused at once, not after the first tick.
         let checked = Config::from_metadata(&request.scaler_metadata, &request.namespace)
             .map(drop)
@@ -245,32 +276,47 @@ impl external_scaler::Server for Scaler {
                 }
             }
         });
-        Ok(rx)
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn get_metric_spec(
         &self,
-        request: ScaledObjectRef,
-    ) -> Result<GetMetricSpecResponse, Status> {
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<GetMetricSpecResponse>, Status> {
         let t = Instant::now();
-        let r = Config::from_metadata(&request.scaler_metadata, &request.namespace)
-            .map_err(|e| Status::invalid_argument(e.to_string()))
-            .map(|cfg| {
-                let target = hpa_target(&cfg);
-                GetMetricSpecResponse {
-                    metric_specs: vec![MetricSpec {
-                        metric_name: metric_name(cfg.metric),
-                        target_size: target.round().max(1.0) as i64,
-                        target_size_float: target,
-                    }],
-                }
-            });
+        let r = self.spec(request.get_ref());
         self.record("GetMetricSpec", t, &r);
-        r
+        r.map(Response::new)
     }
 
-    async fn get_metrics(&self, request: GetMetricsRequest) -> Result<GetMetricsResponse, Status> {
+    type StreamMetricSpecStream = Stream<GetMetricSpecResponse>;
+
+    /// The spec at once, then the stream held open: a trigger's target comes from its
+    /// metadata alone, which KEDA sends anew with each call, so it never changes under an
+    /// open stream and [`get_metric_spec`](Self::get_metric_spec) always agrees with it.
+    async fn stream_metric_spec(
+        &self,
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<Stream<GetMetricSpecResponse>>, Status> {
         let t = Instant::now();
+        let r = self.spec(request.get_ref());
+        self.record("StreamMetricSpec", t, &r);
+        let spec = r?;
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            if tx.send(Ok(spec)).await.is_ok() {
+                tx.closed().await;
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn get_metrics(
+        &self,
+        request: Request<GetMetricsRequest>,
+    ) -> Result<Response<GetMetricsResponse>, Status> {
+        let t = Instant::now();
+        let request = request.into_inner();
         let r = async {
             let so = request.scaled_object_ref.unwrap_or_default();
             let v = self
@@ -294,6 +340,6 @@ impl external_scaler::Server for Scaler {
         }
         .await;
         self.record("GetMetrics", t, &r);
-        r
+        r.map(Response::new)
     }
 }

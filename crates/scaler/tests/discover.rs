@@ -22,8 +22,6 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use inferscale_http::Auth;
 use inferscale_scaler::discover::{Discovery, Kube};
-use inferscale_scaler::grpc::Channel;
-use inferscale_scaler::proto::external_scaler::Client;
 use inferscale_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use inferscale_scaler::{Options, Scaler};
 use serde_json::{Value, json};
@@ -342,7 +340,7 @@ async fn keda_gets_the_sum_of_the_services_ready_pods() {
         ..Options::default()
     });
     tokio::spawn(inferscale_scaler::run(scaler, g, None, None, rx));
-    let client = Client::new(Channel::connect(&addr).await.unwrap());
+    let client = inferscale_scaler::grpc::connect(&addr, None).await.unwrap();
     let meta: BTreeMap<String, String> = [
         ("service", "vllm"),
         ("port", "http"),
@@ -360,7 +358,12 @@ async fn keda_gets_the_sum_of_the_services_ready_pods() {
         }),
         metric_name: String::new(),
     };
-    let v = client.get_metrics(&req).await.unwrap();
+    let v = client
+        .clone()
+        .get_metrics(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(v.metric_values[0].metric_value_float, 7.0);
     // One pod turns unready: it is no longer counted.
     api.lock().unwrap().apply(slice(
@@ -370,7 +373,14 @@ async fn keda_gets_the_sum_of_the_services_ready_pods() {
     ));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let v = client.get_metrics(&req).await.unwrap().metric_values[0].metric_value_float;
+        let v = client
+            .clone()
+            .get_metrics(req.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .metric_values[0]
+            .metric_value_float;
         if v == 3.0 {
             break;
         }
@@ -383,10 +393,10 @@ async fn keda_gets_the_sum_of_the_services_ready_pods() {
         .apply(slice("vllm-a", port, &[("127.0.0.2", false)]));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        match client.get_metrics(&req).await {
+        match client.clone().get_metrics(req.clone()).await {
             Err(e) => {
-                assert_eq!(e.code, inferscale_scaler::grpc::Code::Unavailable, "{e}");
-                assert!(e.message.contains("no pods"), "{e}");
+                assert_eq!(e.code(), inferscale_scaler::grpc::Code::Unavailable, "{e}");
+                assert!(e.message().contains("no pods"), "{e}");
                 break;
             }
             Ok(v) => assert!(Instant::now() < deadline, "still {v:?}"),

@@ -1,6 +1,6 @@
-//! The scaler over real gRPC (HTTP/2 on loopback), through the client `build.rs` generates
-//! from `proto/externalscaler.proto`: KEDA's four calls, the errors KEDA must see, TLS, and
-//! the HTTP side beside it.
+//! The scaler over real gRPC (HTTP/2 on loopback), through the tonic client `build.rs`
+//! generates from `proto/externalscaler.proto`: KEDA's five calls, the errors KEDA must see,
+//! TLS, and the HTTP side beside it.
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inferscale_scaler::grpc::{Channel, Code, Tls};
-use inferscale_scaler::proto::external_scaler::Client;
+use inferscale_scaler::grpc::{self, Code, Tls};
 use inferscale_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use inferscale_scaler::{Options, Scaler};
 use tokio::net::TcpListener;
@@ -58,7 +57,7 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
     let (a, ta, ga) = settable_pod(Some(3.0)).await;
     let (b, _tb) = pod(Some(4.5)).await;
     let s = start(None).await;
-    let client = Client::new(Channel::connect(&s.grpc).await.unwrap());
+    let mut client = grpc::connect(&s.grpc, None).await.unwrap();
     let targets = format!("{a},{b}");
     let so = scaled_object(&[
         ("scalerAddress", "inferscale-scaler:6000"),
@@ -68,7 +67,11 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         ("activationTarget", "1"),
     ]);
 
-    let spec = client.get_metric_spec(&so).await.unwrap();
+    let spec = client
+        .get_metric_spec(so.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(spec.metric_specs.len(), 1);
     let m = &spec.metric_specs[0];
     assert_eq!(
@@ -80,13 +83,35 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         scaled_object_ref: Some(so.clone()),
         metric_name: m.metric_name.clone(),
     };
-    let got = client.get_metrics(&req).await.unwrap();
+    let got = client.get_metrics(req.clone()).await.unwrap().into_inner();
     let v = &got.metric_values[0];
     assert_eq!((v.metric_value_float, v.metric_value), (7.5, 8));
-    assert!(client.is_active(&so).await.unwrap().result);
+    assert!(
+        client
+            .is_active(so.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+    );
+
+    // StreamMetricSpec sends what GetMetricSpec answers at once, and stays open.
+    let mut specs = client
+        .stream_metric_spec(so.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(specs.message().await.unwrap(), Some(spec.clone()));
+    let more = tokio::time::timeout(Duration::from_millis(300), specs.message()).await;
+    assert!(more.is_err(), "the stream ended or sent again: {more:?}");
+    drop(specs);
 
     // StreamIsActive sends the state, then each change.
-    let mut stream = client.stream_is_active(&so).await.unwrap();
+    let mut stream = client
+        .stream_is_active(so.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(
         stream.message().await.unwrap().map(|r| r.result),
         Some(true)
@@ -100,7 +125,11 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         ("target", "5"),
         ("activationTarget", "1"),
     ]);
-    let mut stream_a = client.stream_is_active(&so_a).await.unwrap();
+    let mut stream_a = client
+        .stream_is_active(so_a.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(
         stream_a.message().await.unwrap().map(|r| r.result),
         Some(false)
@@ -112,7 +141,7 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
     // A pod gone: the value comes from the other.
     ta.abort();
     let _ = ta.await;
-    let got = client.get_metrics(&req).await.unwrap();
+    let got = client.get_metrics(req).await.unwrap().into_inner();
     assert_eq!(got.metric_values[0].metric_value_float, 4.5);
 
     // Every pod gone: an error KEDA counts, never a 0.
@@ -120,9 +149,9 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         scaled_object_ref: Some(so_a.clone()),
         metric_name: String::new(),
     };
-    let e = client.get_metrics(&none).await.unwrap_err();
-    assert_eq!(e.code, Code::Unavailable, "{e}");
-    assert!(e.message.contains("all 1 pods failed"), "{e}");
+    let e = client.get_metrics(none).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+    assert!(e.message().contains("all 1 pods failed"), "{e}");
 
     // A bad key is InvalidArgument, naming it.
     let bad = scaled_object(&[
@@ -130,14 +159,17 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         ("metric", "queue_depth"),
         ("tagret", "5"),
     ]);
-    let e = client.get_metric_spec(&bad).await.unwrap_err();
-    assert_eq!(e.code, Code::InvalidArgument);
+    let e = client.get_metric_spec(bad.clone()).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
     assert!(
-        e.message.starts_with("scalerMetadata.tagret: unknown key"),
+        e.message()
+            .starts_with("scalerMetadata.tagret: unknown key"),
         "{e}"
     );
-    let e = client.is_active(&bad).await.unwrap_err();
-    assert_eq!(e.code, Code::InvalidArgument);
+    let e = client.is_active(bad.clone()).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let e = client.stream_metric_spec(bad).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
 
     // A service without Kubernetes credentials says what is missing.
     let svc = scaled_object(&[
@@ -146,8 +178,8 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
         ("metric", "queue_depth"),
         ("target", "5"),
     ]);
-    let e = client.is_active(&svc).await.unwrap_err();
-    assert_eq!(e.code, Code::FailedPrecondition, "{e}");
+    let e = client.is_active(svc).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e}");
 
     // The scaler's own metrics counted what happened.
     let (status, text) = inferscale_testkit::http_get(s.http, "/metrics").unwrap();
@@ -193,18 +225,27 @@ async fn the_metrics_api_json_and_health_answer_beside_grpc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_methods_and_services_are_unimplemented() {
     let s = start(None).await;
-    let ch = Channel::connect(&s.grpc).await.unwrap();
-    let so = ScaledObjectRef::default();
-    let e = ch
-        .unary::<_, ScaledObjectRef>("/externalscaler.ExternalScaler/StreamMetricSpec", &so)
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", s.grpc))
+        .unwrap()
+        .connect()
         .await
-        .unwrap_err();
-    assert_eq!(e.code, Code::Unimplemented, "{e}");
-    let e = ch
-        .unary::<_, ScaledObjectRef>("/grpc.health.v1.Health/Check", &so)
-        .await
-        .unwrap_err();
-    assert_eq!(e.code, Code::Unimplemented, "{e}");
+        .unwrap();
+    for path in [
+        "/externalscaler.ExternalScaler/StreamMetrics",
+        "/grpc.health.v1.Health/Check",
+    ] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let e = grpc
+            .unary::<_, ScaledObjectRef, _>(
+                tonic::Request::new(ScaledObjectRef::default()),
+                http::uri::PathAndQuery::from_static(path),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unimplemented, "{path}: {e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,20 +270,29 @@ async fn tls_serves_h2_with_the_given_certificate() {
         insecure: false,
     })
     .unwrap();
-    let ch = Channel::connect_tls(&s.grpc, "localhost", Arc::clone(&roots))
+    let mut client = grpc::connect_tls(&s.grpc, "localhost", Arc::clone(&roots))
         .await
         .unwrap();
-    let client = Client::new(ch);
     let so = scaled_object(&[("targets", &a), ("metric", "queue_depth"), ("target", "2")]);
-    assert!(client.is_active(&so).await.unwrap().result);
+    assert!(
+        client
+            .is_active(so.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+    );
+    // The certificate is checked: another name is refused.
+    let e = grpc::connect_tls(&s.grpc, "elsewhere.example", Arc::clone(&roots)).await;
+    assert!(
+        e.is_err(),
+        "a certificate for localhost was taken for another name"
+    );
     // Cleartext against the TLS port gets no answer.
-    let plain = Channel::connect(&s.grpc).await;
-    match plain {
+    match grpc::connect(&s.grpc, Some(Duration::from_secs(2))).await {
         Err(_) => {}
-        Ok(ch) => {
-            let r = Client::new(ch.with_timeout(Duration::from_secs(2)))
-                .is_active(&so)
-                .await;
+        Ok(mut plain) => {
+            let r = plain.is_active(so).await;
             assert!(r.is_err(), "{r:?}");
         }
     }

@@ -74,8 +74,18 @@ pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
             kube,
         });
         let (tx, rx) = watch::channel(false);
-        let serving = tokio::spawn(inferscale_scaler::run(scaler, g, tls, Some(h), rx));
-        crate::shutdown::signal().await;
+        let mut serving = tokio::spawn(inferscale_scaler::run(scaler, g, tls, Some(h), rx));
+        tokio::select! {
+            _ = crate::shutdown::signal() => {}
+            // The gRPC server ended by itself: nothing KEDA can reach is left.
+            ended = &mut serving => {
+                let _ = tx.send(true);
+                return match ended {
+                    Ok(Err(e)) => Err(anyhow::Error::new(e).context("the gRPC server failed")),
+                    _ => Err(anyhow::anyhow!("the gRPC server stopped unasked")),
+                };
+            }
+        }
         let _ = tx.send(true);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), serving).await;
         eprintln!("inferscale scaler: stopped");
