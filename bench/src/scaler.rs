@@ -12,8 +12,6 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use inferscale_scaler::grpc::Channel;
-use inferscale_scaler::proto::external_scaler::Client;
 use inferscale_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use serde_json::json;
 
@@ -166,8 +164,7 @@ pub(crate) fn latency(args: &[String]) -> Result<(), String> {
     };
     let rt = runtime()?;
     let client = rt
-        .block_on(Channel::connect(&addr))
-        .map(Client::new)
+        .block_on(inferscale_scaler::grpc::connect(&addr, None))
         .map_err(|e| e.to_string())?;
     let req = request(&[
         ("targets", targets.join(",")),
@@ -191,10 +188,11 @@ pub(crate) fn latency(args: &[String]) -> Result<(), String> {
             next_rss += Duration::from_secs(10);
         }
         let t = Instant::now();
-        match rt.block_on(client.get_metrics(&req)) {
+        match rt.block_on(client.clone().get_metrics(req.clone())) {
             Ok(r) => {
                 lat.push(t.elapsed().as_secs_f64() * 1000.0);
                 pods_seen = r
+                    .into_inner()
                     .metric_values
                     .first()
                     .map_or(0.0, |v| v.metric_value_float);
@@ -296,8 +294,7 @@ pub(crate) fn freshness(args: &[String]) -> Result<(), String> {
     let per_pod: usize = num(args, "--per-pod", 6)?;
     let rt = runtime()?;
     let client = rt
-        .block_on(Channel::connect(&addr))
-        .map(Client::new)
+        .block_on(inferscale_scaler::grpc::connect(&addr, None))
         .map_err(|e| e.to_string())?;
     let all = urls(base, pods);
     let req = request(&[
@@ -307,9 +304,14 @@ pub(crate) fn freshness(args: &[String]) -> Result<(), String> {
     ]);
     let want = (loaded * per_pod.saturating_sub(2)) as f64;
     let scaler_queue = || {
-        rt.block_on(client.get_metrics(&req))
+        rt.block_on(client.clone().get_metrics(req.clone()))
             .ok()
-            .and_then(|r| r.metric_values.first().map(|v| v.metric_value_float))
+            .and_then(|r| {
+                r.into_inner()
+                    .metric_values
+                    .first()
+                    .map(|v| v.metric_value_float)
+            })
     };
     // Both paths polled every 250 ms; a step is seen when the value reaches it.
     let watch = |pred: &dyn Fn(f64) -> bool, limit: Duration| {

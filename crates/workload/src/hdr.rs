@@ -1,20 +1,29 @@
 //! HdrHistogram's V2 encoding, so a step's histograms can travel in `run.json` and be added
 //! exactly on another machine (`inferscale merge`).
 //!
-//! The layout is HdrHistogram's own, so other implementations read what this writes. A
-//! 40-byte big-endian header comes first: cookie `0x1c849303`, payload length, normalising
+//! The layout is HdrHistogram's own, so other implementations read what this writes (checked
+//! against the `hdrhistogram` crate's own serializer and deserializer, both ways:
+//! `bench/hdr-codec`). A 40-byte big-endian header comes first: cookie `0x1c849313` (the V2
+//! base `0x1c849303` with the 8-byte word-size flag `0x10`, as the Java original and the
+//! Rust crate write it; the bare base, which inferscale wrote before 2026-12-06, is still
+//! read), payload length, normalising
 //! index offset, significant digits, lowest and highest trackable values, and the
 //! integer-to-double ratio. The payload follows: the counts by bucket index, each
 //! ZigZag-encoded in LEB128 (at most 9 bytes, the ninth carrying 8 bits), with a run of `z`
 //! empty buckets written as `−z`. In JSON it is base64 (standard alphabet, padded). The
-//! compressed form (cookie `…04`, zlib) is not written. It is refused when read.
+//! compressed form (cookie `…14`, zlib) is not written. It is refused when read.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 
-/// The V2 cookie (uncompressed).
-const COOKIE_V2: u32 = 0x1c84_9303;
-/// The V2 cookie of the zlib-compressed form.
-const COOKIE_V2_COMPRESSED: u32 = 0x1c84_9304;
+/// The V2 cookie (uncompressed): the base with the word-size flag, as HdrHistogram writes it.
+const COOKIE_V2: u32 = 0x1c84_9313;
+/// The bare V2 base, which inferscale wrote before it was checked against the crate.
+const COOKIE_V2_BARE: u32 = 0x1c84_9303;
+/// The V2 cookies of the zlib-compressed form.
+const COOKIE_V2_COMPRESSED: u32 = 0x1c84_9314;
+const COOKIE_V2_COMPRESSED_BARE: u32 = 0x1c84_9304;
 const HEADER: usize = 40;
 
 /// Why an encoded histogram could not be read.
@@ -28,10 +37,10 @@ pub enum HdrError {
     #[error("truncated: {0}")]
     Truncated(String),
     /// Another cookie.
-    #[error("cookie {0:#010x} is not HdrHistogram V2 (0x1c849303)")]
+    #[error("cookie {0:#010x} is not HdrHistogram V2 (0x1c849313)")]
     Cookie(u32),
     /// The compressed form.
-    #[error("the compressed V2 form (cookie 0x1c849304) is not read; write it uncompressed")]
+    #[error("the compressed V2 form (cookie 0x1c849314) is not read; write it uncompressed")]
     Compressed,
     /// Header fields no histogram can have.
     #[error("bad header: {0}")]
@@ -82,8 +91,8 @@ pub fn decode(text: &str) -> Result<Histogram<u64>, HdrError> {
     let u32_at = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
     match u32_at(0) {
-        COOKIE_V2 => {}
-        COOKIE_V2_COMPRESSED => return Err(HdrError::Compressed),
+        COOKIE_V2 | COOKIE_V2_BARE => {}
+        COOKIE_V2_COMPRESSED | COOKIE_V2_COMPRESSED_BARE => return Err(HdrError::Compressed),
         c => return Err(HdrError::Cookie(c)),
     }
     let len = u32_at(4) as usize;
@@ -199,69 +208,16 @@ fn take_varint(input: &mut &[u8]) -> Result<u64, HdrError> {
     unreachable!("the ninth byte returns")
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
+/// Base64, standard alphabet, padded (the `base64` crate, as strict as HdrHistogram's
+/// writers are: no missing padding, no stray characters).
 pub(crate) fn base64_encode(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                s.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
+    STANDARD.encode(bytes)
 }
 
 pub(crate) fn base64_decode(text: &str) -> Result<Vec<u8>, HdrError> {
-    let t = text.as_bytes();
-    if !t.len().is_multiple_of(4) {
-        return Err(HdrError::Base64(format!(
-            "{} characters, not a multiple of 4",
-            t.len()
-        )));
-    }
-    let mut out = Vec::with_capacity(t.len() / 4 * 3);
-    for (q, quad) in t.chunks(4).enumerate() {
-        let last = q + 1 == t.len() / 4;
-        let mut n: u32 = 0;
-        let mut pad = 0;
-        for (i, &c) in quad.iter().enumerate() {
-            let v = match c {
-                b'A'..=b'Z' => c - b'A',
-                b'a'..=b'z' => c - b'a' + 26,
-                b'0'..=b'9' => c - b'0' + 52,
-                b'+' => 62,
-                b'/' => 63,
-                b'=' if last && i >= 2 => {
-                    pad += 1;
-                    0
-                }
-                _ => {
-                    return Err(HdrError::Base64(format!(
-                        "character {:?} at {}",
-                        c as char,
-                        q * 4 + i
-                    )));
-                }
-            };
-            if pad > 0 && c != b'=' {
-                return Err(HdrError::Base64("data after padding".into()));
-            }
-            n = (n << 6) | u32::from(v);
-        }
-        let b = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&b[..3 - pad]);
-    }
-    Ok(out)
+    STANDARD
+        .decode(text)
+        .map_err(|e| HdrError::Base64(e.to_string()))
 }
 
 #[cfg(test)]
@@ -337,6 +293,10 @@ mod tests {
             decode(&base64_encode(&compressed)),
             Err(HdrError::Compressed)
         );
+        // What inferscale wrote before (the bare base cookie) is still read.
+        let mut bare = good.clone();
+        bare[..4].copy_from_slice(&COOKIE_V2_BARE.to_be_bytes());
+        assert_eq!(decode(&base64_encode(&bare)).unwrap().len(), 1);
         let mut other = good;
         other[3] ^= 0xff;
         assert!(matches!(

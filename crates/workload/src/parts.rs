@@ -17,6 +17,8 @@
 //! where a part could be damaged: a frame cut short, a line of it that is not base64, or a
 //! length that differs from the `BEGIN` line is an error naming the part.
 
+use std::io::Read as _;
+
 use crate::hdr::{base64_decode, base64_encode};
 
 const BEGIN: &str = "-----BEGIN INFERSCALE PART ";
@@ -192,55 +194,41 @@ fn read_frames(text: &str) -> Result<Vec<Part>, PartsError> {
     }
 }
 
-fn octal(field: &[u8]) -> Option<usize> {
-    let s = std::str::from_utf8(field).ok()?;
-    let s = s.trim_matches(|c: char| c == '\0' || c == ' ');
-    if s.is_empty() {
-        return Some(0);
-    }
-    usize::from_str_radix(s, 8).ok()
-}
-
-fn cstr(field: &[u8]) -> String {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).into_owned()
-}
-
-/// The regular `*.json` files of a ustar/GNU/pax archive (other entries are skipped; a GNU
-/// long name is honoured).
+/// The regular `*.json` files of a ustar, GNU or pax archive, read with the `tar` crate
+/// (GNU long names and pax `path` records are honoured, checksums checked); other entries
+/// are skipped.
 fn read_tar(bytes: &[u8]) -> Result<Vec<Part>, PartsError> {
+    let mut archive = tar::Archive::new(bytes);
+    let entries = archive
+        .entries()
+        .map_err(|e| PartsError::Tar(e.to_string()))?;
     let mut parts = Vec::new();
-    let mut at = 0;
-    let mut long_name: Option<String> = None;
-    while at + 512 <= bytes.len() {
-        let h = &bytes[at..at + 512];
-        if h.iter().all(|&b| b == 0) {
-            break;
+    for (k, entry) in entries.enumerate() {
+        let mut entry = entry.map_err(|e| PartsError::Tar(format!("entry {}: {e}", k + 1)))?;
+        let name = entry
+            .path()
+            .map_err(|e| PartsError::Tar(format!("entry {}: {e}", k + 1)))?
+            .to_string_lossy()
+            .into_owned();
+        if !entry.header().entry_type().is_file() || !name.ends_with(".json") {
+            continue;
         }
-        let mut name = cstr(&h[0..100]);
-        let prefix = cstr(&h[345..500]);
-        if !prefix.is_empty() {
-            name = format!("{prefix}/{name}");
+        let size = entry.size();
+        // The reader is the archive in memory: what it holds bounds what is allocated.
+        let mut contents = Vec::with_capacity(usize::try_from(size).unwrap_or(0).min(bytes.len()));
+        entry
+            .read_to_end(&mut contents)
+            .map_err(|e| PartsError::Tar(format!("{name}: {e}")))?;
+        if contents.len() as u64 != size {
+            return Err(PartsError::Tar(format!(
+                "{name}: the archive ends inside it ({} of {size} bytes)",
+                contents.len()
+            )));
         }
-        if let Some(n) = long_name.take() {
-            name = n;
-        }
-        let size = octal(&h[124..136])
-            .ok_or_else(|| PartsError::Tar(format!("{name}: the size field is not octal")))?;
-        let body = at + 512;
-        let end = body
-            .checked_add(size)
-            .filter(|e| *e <= bytes.len())
-            .ok_or_else(|| PartsError::Tar(format!("{name}: the archive ends inside it")))?;
-        match h[156] {
-            b'0' | 0 if name.ends_with(".json") => parts.push(Part {
-                name: name.trim_start_matches("./").to_owned(),
-                contents: bytes[body..end].to_vec(),
-            }),
-            b'L' => long_name = Some(cstr(&bytes[body..end])),
-            _ => {}
-        }
-        at = body + size.div_ceil(512) * 512;
+        parts.push(Part {
+            name: name.trim_start_matches("./").to_owned(),
+            contents,
+        });
     }
     Ok(parts)
 }
@@ -301,37 +289,44 @@ mod tests {
         assert_eq!(read(&[0x1f, 0x8b, 8, 0]), Err(PartsError::Gzip));
     }
 
-    fn tar_entry(out: &mut Vec<u8>, name: &str, kind: u8, body: &[u8]) {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        let size = format!("{:011o}\0", body.len());
-        h[124..136].copy_from_slice(size.as_bytes());
-        h[156] = kind;
-        h[257..263].copy_from_slice(b"ustar\0");
-        out.extend_from_slice(&h);
-        out.extend_from_slice(body);
-        out.resize(out.len().div_ceil(512) * 512, 0);
+    fn file(b: &mut tar::Builder<Vec<u8>>, name: &str, body: &[u8]) {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, name, body).unwrap();
     }
 
     #[test]
     fn a_tar_archive_gives_its_json_files() {
-        let mut t = Vec::new();
-        tar_entry(&mut t, "parts/", b'5', b"");
-        tar_entry(&mut t, "parts/part-0.json", b'0', &json(1));
-        tar_entry(&mut t, "parts/notes.txt", b'0', b"not a part");
-        tar_entry(
-            &mut t,
-            "././@LongLink",
-            b'L',
-            b"parts/a-very-long-name.json\0",
-        );
-        tar_entry(&mut t, "parts/a-very-lo", b'0', &json(2));
-        t.extend_from_slice(&[0; 1024]);
+        let long = format!("parts/{}-a-very-long-name.json", "worker".repeat(20));
+        let mut b = tar::Builder::new(Vec::new());
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_size(0);
+        b.append_data(&mut dir, "parts/", std::io::empty()).unwrap();
+        file(&mut b, "parts/part-0.json", &json(1));
+        file(&mut b, "parts/notes.txt", b"not a part");
+        // Over 100 bytes: the builder writes a GNU long-name entry before it.
+        file(&mut b, &long, &json(2));
+        // A pax `path` record names the next entry, as `tar --format=pax` writes it.
+        b.append_pax_extensions([("path", b"parts/pax-named.json".as_slice())])
+            .unwrap();
+        file(&mut b, "parts/short.json", &json(3));
+        let t = b.into_inner().unwrap();
         let parts = read(&t).unwrap();
         let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["parts/part-0.json", "parts/a-very-long-name.json"]);
+        assert_eq!(
+            names,
+            ["parts/part-0.json", long.as_str(), "parts/pax-named.json"]
+        );
         assert_eq!(parts[1].contents, json(2));
+        assert_eq!(parts[2].contents, json(3));
         let cut = &t[..512 * 2 + 10];
-        assert!(matches!(read(cut), Err(PartsError::Tar(m)) if m.contains("ends inside")));
+        assert!(
+            matches!(read(cut), Err(PartsError::Tar(ref m)) if m.contains("ends inside")),
+            "{:?}",
+            read(cut)
+        );
     }
 }
