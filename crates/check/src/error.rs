@@ -86,6 +86,9 @@ pub enum ReadError {
         /// Why.
         error: std::io::Error,
     },
+    /// A kind could not be listed from the cluster: the API's reason.
+    #[error("{0}")]
+    Cluster(String),
     /// `promtool check rules` refused the file: what it printed, on one line.
     #[error("{0}")]
     Refused(String),

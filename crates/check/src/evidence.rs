@@ -183,4 +183,77 @@ pub struct Evidence {
     pub promtool: Promtool,
     /// The run folder (`None`: none given or found).
     pub run: Option<RunDir>,
+    /// What a live cluster showed (`None`: none named).
+    pub cluster: Option<Cluster>,
+}
+
+/// A status condition of a live object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Condition {
+    /// `type` (`Ready`, `ScalingActive`, …).
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+}
+
+/// A live ScaledObject's status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveScaledObject {
+    /// Its name.
+    pub name: String,
+    /// What it scales: `spec.scaleTargetRef`'s kind (default Deployment) and name.
+    pub target: (String, String),
+    /// The HPA KEDA made for it (`status.hpaName`, else `keda-hpa-<name>`).
+    pub hpa: String,
+    /// `status.conditions` (`Ready`, `Active`, `Fallback`, `Paused`).
+    pub conditions: Vec<Condition>,
+}
+
+/// A live HorizontalPodAutoscaler's status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveHpa {
+    /// Its name.
+    pub name: String,
+    /// `status.currentReplicas`.
+    pub current: Option<u64>,
+    /// `status.desiredReplicas`.
+    pub desired: Option<u64>,
+    /// `status.conditions` (`AbleToScale`, `ScalingActive`, `ScalingLimited`).
+    pub conditions: Vec<Condition>,
+}
+
+/// What a live cluster showed beyond its objects (which are read as the manifests).
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// Where its configuration came from (`kubeconfig …, context …`).
+    pub source: String,
+    /// The namespace read.
+    pub namespace: String,
+    /// The ScaledObjects' status.
+    pub scaled_objects: Vec<LiveScaledObject>,
+    /// The HPAs' status.
+    pub hpas: Vec<LiveHpa>,
+    /// The names of the namespace's Deployments.
+    pub deployments: Vec<String>,
+    /// The cluster's Karpenter NodePools, as JSON.
+    pub nodepools: Vec<serde_json::Value>,
+    /// The kinds the cluster does not serve (their CRDs are not installed).
+    pub not_served: Vec<String>,
+    /// The kinds that could not be read, and why (PrometheusRules' go with the manifests'
+    /// unreadable files).
+    pub unread: Vec<(String, String)>,
+}
+
+impl Cluster {
+    /// Why `kind` could not be read, when it could not.
+    pub fn unread(&self, kind: &str) -> Option<&str> {
+        self.unread
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, why)| why.as_str())
+    }
 }

@@ -45,6 +45,8 @@ pub struct Inputs {
     pub observe_s: f64,
     /// `promtool`, when installed.
     pub promtool: Option<PathBuf>,
+    /// A live cluster, read instead of a manifests folder.
+    pub cluster: Option<inferscale_kube::Kube>,
 }
 
 fn served(exp: &inferscale_promtext::Exposition<'_>) -> Served {
@@ -353,13 +355,20 @@ fn engine(
 /// Reads everything `inputs` names. Never fails: what could not be read is kept as the
 /// reason, for the checks to judge.
 pub async fn gather(inputs: &Inputs) -> Evidence {
-    let manifests = inputs.manifests.as_deref().map(|d| {
-        crate::read::manifests(d).unwrap_or_else(|why| Manifests {
+    let (cluster, mut manifests) = match &inputs.cluster {
+        Some(k) => {
+            let (c, m) = crate::cluster::read(k, &inputs.names.namespace).await;
+            (Some(c), Some(m))
+        }
+        None => (None, None),
+    };
+    if let Some(d) = inputs.manifests.as_deref() {
+        manifests = Some(crate::read::manifests(d).unwrap_or_else(|why| Manifests {
             dir: d.to_owned(),
             unreadable: vec![(d.display().to_string(), why)],
             ..Manifests::default()
-        })
-    });
+        }));
+    }
     let metrics = match &inputs.metrics_url {
         Some(t) => Some((t.url.clone(), scrape(t, &inputs.access).await)),
         None => None,
@@ -399,6 +408,7 @@ pub async fn gather(inputs: &Inputs) -> Evidence {
         manifests,
         promtool,
         run,
+        cluster,
     }
 }
 

@@ -6,6 +6,7 @@
 //! or skipped (its input was not given), with the reason and, unless it passed, the fix:
 //! the file and field to change or the command to run.
 //!
+//! - [`cluster`]: a live cluster's namespace read as manifests, with its objects' status;
 //! - [`gather`]: reads the endpoints, the Prometheus, the manifests and the run folder into
 //!   [`Evidence`] (the one scrape client, the Prometheus API client, the typed manifests);
 //! - [`judge`](mod@judge): the checks, a pure function of the evidence;
@@ -18,6 +19,7 @@
 //! assert!(Status::Fail > Status::Warn);
 //! ```
 
+pub mod cluster;
 pub mod error;
 pub mod evidence;
 pub mod format;

@@ -680,6 +680,7 @@ Examples:
   inferscale monitor --url 'http://10.0.0.5:8000#pod=vllm-0' --url 'http://10.0.0.6:8000#pod=vllm-1' \\
       --dcgm-url http://10.0.0.5:9400 --rules inferscale-out/manifests/prometheusrule.yaml --namespace llm
   inferscale monitor --prometheus http://127.0.0.1:9090 --namespace llm --selector 'model_name=\"ministral\"'
+  inferscale monitor --context eks-prod --namespace llm --service vllm   # a Service's pods
   inferscale monitor --once --for 15s                    # one frame as text, for scripts
   inferscale monitor --json --duration 10m > monitor.jsonl   # a JSON line per refresh
 
@@ -704,6 +705,17 @@ pub(crate) struct MonitorArgs {
     /// `inferscale sim` listens.
     #[arg(long = "url", value_name = "URL", conflicts_with = "prometheus")]
     pub(crate) urls: Vec<String>,
+
+    /// Scrape the ready pods of this Service in --namespace (NAME or NAME:PORT, the port a
+    /// number or the name of the Service's port; default 8000), found through its
+    /// EndpointSlices and followed as pods come and go. Needs the Kubernetes API (the flags
+    /// below, else in a pod its service account, else the default kubeconfig).
+    #[arg(long, value_name = "NAME[:PORT]", conflicts_with_all = ["prometheus", "urls"])]
+    pub(crate) service: Option<String>,
+
+    /// The Kubernetes API, for --service.
+    #[command(flatten)]
+    pub(crate) kube: KubeArgs,
 
     /// A DCGM exporter's metrics URL (repeatable), for the GPU tier.
     #[arg(long = "dcgm-url", value_name = "URL", conflicts_with = "prometheus")]
@@ -808,6 +820,7 @@ Examples:
       --prometheus http://prometheus:9090 --namespace llm --manifests k8s/ --run-dir inferscale-out
   inferscale check --run-dir inferscale-out --format junit > readiness.xml   # for CI
   inferscale check --manifests k8s/ --skip 2,3 --fail-on warn
+  inferscale check --context eks-prod --namespace llm --run-dir inferscale-out   # the live cluster
 
 The checks, by stable id (the seeds' eleven, then three an SRE adds):
    1 metrics-exposed              --url's /metrics serves the required vLLM families; warns on
@@ -831,7 +844,9 @@ The checks, by stable id (the seeds' eleven, then three an SRE adds):
   14 triggers-one-series          each Prometheus trigger returns exactly one series
 
 A check whose input is not given is skipped. Manifests are every YAML and JSON file under
---manifests (default: --run-dir's manifests/), recognised by what they hold: ScaledObjects,
+--manifests (default: --run-dir's manifests/), or, with --kubeconfig, --context or --kube-api,
+the live objects of --namespace (then a ScaledObject must also be Ready and its HPA able to
+scale), recognised by what they hold: ScaledObjects,
 PrometheusRules and rule files, Grafana dashboards, Deployments, patches of them, JSON patches
 of their args, Jobs. Exit 1 when a check fails (or warns, with --fail-on warn).")]
 pub(crate) struct CheckArgs {
@@ -906,6 +921,12 @@ pub(crate) struct CheckArgs {
     /// Body cap, token, TLS for the metrics endpoints and Prometheus.
     #[command(flatten)]
     pub(crate) access: ScrapeAccessArgs,
+
+    /// A live cluster to read instead of --manifests: the Deployments, ScaledObjects (and
+    /// their HPAs' status), PrometheusRules and dashboard ConfigMaps of --namespace, and the
+    /// NodePools. Read only when one of these flags is given.
+    #[command(flatten)]
+    pub(crate) kube: KubeArgs,
 }
 
 /// `--fail-on`.
@@ -1181,6 +1202,7 @@ Examples:
   inferscale scaler                                      # gRPC on 127.0.0.1:6000, HTTP on :6001
   inferscale scaler --listen 0.0.0.0:6000 --http-listen 0.0.0.0:6001   # in a pod
   inferscale scaler --tls-cert tls.crt --tls-key tls.key
+  inferscale scaler --context eks-prod                   # from a laptop, through a kubeconfig
   inferscale scaler --kube-api http://127.0.0.1:8001     # outside a cluster, via kubectl proxy
 
 What each ScaledObject asks for is in its trigger's metadata (KEDA sends it with every call):
@@ -1237,8 +1259,29 @@ pub(crate) struct ScalerArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub(crate) push_every: Duration,
 
-    /// The Kubernetes API for `service` triggers. Default: in a pod, the in-cluster API with
-    /// the service account's token; elsewhere none (use `targets`).
+    /// The Kubernetes API for `service` triggers.
+    #[command(flatten)]
+    pub(crate) kube: KubeArgs,
+}
+
+/// Which Kubernetes API, and as whom: flags, else a kubeconfig, else the pod's service
+/// account. Shared by `scaler`, `check` and `monitor`.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Kubernetes")]
+pub(crate) struct KubeArgs {
+    /// A kubeconfig file (default: $KUBECONFIG, else ~/.kube/config). Its user may be a
+    /// token, a client certificate or an exec plugin (`aws eks get-token`), as kubectl runs
+    /// it. Without --kubeconfig, --context or --kube-api: in a pod, its service account; else
+    /// the default kubeconfig when there is one.
+    #[arg(long, value_name = "PATH", conflicts_with = "kube_api")]
+    pub(crate) kubeconfig: Option<std::path::PathBuf>,
+
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, value_name = "NAME", conflicts_with = "kube_api")]
+    pub(crate) context: Option<String>,
+
+    /// A Kubernetes API URL instead of a kubeconfig (`http://127.0.0.1:8001` through
+    /// `kubectl proxy`).
     #[arg(long, value_name = "URL")]
     pub(crate) kube_api: Option<String>,
 
@@ -1249,6 +1292,24 @@ pub(crate) struct ScalerArgs {
     /// A PEM CA bundle that signed --kube-api's certificate.
     #[arg(long, value_name = "PATH", requires = "kube_api")]
     pub(crate) kube_ca_file: Option<std::path::PathBuf>,
+}
+
+impl KubeArgs {
+    /// Whether any flag names an API.
+    pub(crate) fn named(&self) -> bool {
+        self.kubeconfig.is_some() || self.context.is_some() || self.kube_api.is_some()
+    }
+
+    /// The flags as the kube crate takes them.
+    pub(crate) fn access(&self) -> inferscale_kube::Access {
+        inferscale_kube::Access {
+            api: self.kube_api.clone(),
+            token_file: self.kube_token_file.clone(),
+            ca_file: self.kube_ca_file.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
 }
 
 /// `inferscale sim`.

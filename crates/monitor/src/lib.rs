@@ -9,6 +9,10 @@
 //!   text by `--once`);
 //! - [`app`]: the terminal loop (keys, pause, views), `--once` and `--json`.
 //!
+//! With a [`Follow`] (`--service`), the engine targets are a Service's ready pods, found
+//! through `inferscale-kube`'s EndpointSlice watch before every scrape: a pod that appears is
+//! scraped from then on, one that goes is forgotten as Prometheus forgets it.
+//!
 //! The alert rules are those `inferscale generate` writes (or any PrometheusRule), evaluated
 //! by the rehearsal's evaluator ([`inferscale_autoscale::alerts`]): pending with the time
 //! left, firing, per series, as Prometheus' rule manager does.
@@ -55,11 +59,59 @@ pub enum SourceSpec {
     Prometheus(Prometheus),
 }
 
+/// A Service whose ready pods are the engine targets, found again before every scrape.
+#[derive(Debug, Clone)]
+pub struct Follow {
+    /// The API's EndpointSlice watch.
+    pub discovery: std::sync::Arc<inferscale_kube::Discovery>,
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service.
+    pub service: String,
+    /// The port: a number, or the name of the Service's port.
+    pub port: String,
+    /// The `job` label the pods' series get (the namespace label is `namespace`).
+    pub job: String,
+}
+
+impl Follow {
+    /// The Service's pods as targets: `pod` is the pod's name where the slice gives it.
+    async fn targets(&self) -> Result<Vec<PodTarget>, inferscale_kube::DiscoveryError> {
+        let found = self
+            .discovery
+            .endpoints(&self.namespace, &self.service, &self.port)
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|e| {
+                let authority = e
+                    .url
+                    .trim_start_matches("http://")
+                    .trim_end_matches('/')
+                    .to_owned();
+                let pod = e.pod.unwrap_or_else(|| authority.clone());
+                PodTarget {
+                    url: format!("{}/metrics", e.url),
+                    labels: inferscale_promql::Labels::new([
+                        ("job", self.job.as_str()),
+                        ("namespace", self.namespace.as_str()),
+                        ("pod", pod.as_str()),
+                        ("instance", authority.as_str()),
+                    ]),
+                    kind: source::Kind::Engine,
+                }
+            })
+            .collect())
+    }
+}
+
 /// What to monitor.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where to read.
     pub source: SourceSpec,
+    /// With pods: a Service whose pods replace the engine targets at every scrape.
+    pub follow: Option<Follow>,
     /// The alerting rules.
     pub rules: Vec<AlertRule>,
     /// Which series, and the window.
@@ -84,6 +136,9 @@ pub enum MonitorError {
 pub struct Monitor {
     plan: Plan,
     source: Source,
+    follow: Option<Follow>,
+    /// Why the Service's pods were last not found (the last ones known stay).
+    follow_error: Option<String>,
     alerts: Alerts,
     history: History,
     scope: Scope,
@@ -108,6 +163,8 @@ impl Monitor {
         Ok(Monitor {
             plan,
             source,
+            follow: config.follow,
+            follow_error: None,
             alerts: Alerts::new(config.rules),
             history: History::new(config.history),
             scope: config.scope,
@@ -116,7 +173,16 @@ impl Monitor {
 
     /// The source, in words.
     pub fn describe(&self) -> String {
-        self.source.describe()
+        match &self.follow {
+            Some(f) => format!(
+                "the pods of Service {}/{} (port {}, through {})",
+                f.namespace,
+                f.service,
+                f.port,
+                f.discovery.source()
+            ),
+            None => self.source.describe(),
+        }
     }
 
     /// The sparklines' history.
@@ -182,8 +248,23 @@ impl Monitor {
     /// Reads everything at `now` (seconds since the epoch), evaluates the rules, and
     /// returns the dashboard.
     pub async fn refresh(&mut self, now: f64) -> Dashboard {
+        self.find_pods(now).await;
         self.source.collect(now).await;
         self.evaluate(now).await
+    }
+
+    /// With a [`Follow`]: makes the Service's ready pods the engine targets.
+    pub async fn find_pods(&mut self, now: f64) {
+        let (Some(f), Source::Pods(pods)) = (&self.follow, &mut self.source) else {
+            return;
+        };
+        self.follow_error = match f.targets().await {
+            Ok(t) => pods
+                .set_engines(t, now)
+                .err()
+                .map(|e| inferscale_http::with_causes(&e)),
+            Err(e) => Some(e.to_string()),
+        };
     }
 
     /// Evaluates the panels and the rules at `now` over what was read, and returns the
@@ -219,7 +300,19 @@ impl Monitor {
             self.source.health(),
             &self.scope.replica_label,
         );
-        d.source = self.source.describe();
+        d.source = match &self.follow {
+            Some(f) => format!(
+                "Service {}/{} ({}): {}{}",
+                f.namespace,
+                f.service,
+                f.discovery.source(),
+                self.source.describe(),
+                self.follow_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" — last pods kept: {e}"))
+            ),
+            None => self.source.describe(),
+        };
         d.window = self.scope.window.clone();
         self.history.push(&d);
         d

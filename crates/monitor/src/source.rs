@@ -61,10 +61,31 @@ struct Scrapee {
     seen: bool,
 }
 
+impl Scrapee {
+    fn new(t: PodTarget, access: &Get) -> Result<Scrapee, UrlError> {
+        let target = Target::parse_metrics(&t.url)?;
+        let name = match t.labels.get("pod") {
+            "" => target.authority(),
+            p => p.to_owned(),
+        };
+        Ok(Scrapee {
+            scraper: Scraper::new(target, access.clone()),
+            labels: t.labels,
+            kind: t.kind,
+            name,
+            up: false,
+            error: None,
+            since: 0.0,
+            seen: false,
+        })
+    }
+}
+
 /// The pods' endpoints, scraped into an in-memory series store.
 #[derive(Debug)]
 pub struct Pods {
     targets: Vec<Scrapee>,
+    access: Get,
     store: Store,
     keep_s: f64,
     next_trim: f64,
@@ -80,30 +101,55 @@ impl Pods {
     pub fn new(targets: Vec<PodTarget>, access: Get, keep_s: f64) -> Result<Pods, UrlError> {
         let targets = targets
             .into_iter()
-            .map(|t| {
-                let target = Target::parse_metrics(&t.url)?;
-                let name = match t.labels.get("pod") {
-                    "" => target.authority(),
-                    p => p.to_owned(),
-                };
-                Ok(Scrapee {
-                    scraper: Scraper::new(target, access.clone()),
-                    labels: t.labels,
-                    kind: t.kind,
-                    name,
-                    up: false,
-                    error: None,
-                    since: 0.0,
-                    seen: false,
-                })
-            })
+            .map(|t| Scrapee::new(t, &access))
             .collect::<Result<_, UrlError>>()?;
         Ok(Pods {
             targets,
+            access,
             store: Store::new(),
             keep_s,
             next_trim: 0.0,
         })
+    }
+
+    /// Makes the engine targets `engines` (a Service's pods as discovery now sees them),
+    /// keeping the GPU exporters: a target already scraped keeps its history; one that is
+    /// gone is forgotten at `now` as Prometheus forgets a target service discovery drops
+    /// (its series go stale, no `up` is written); a new one is scraped from the next scrape.
+    /// Returns how many were added and removed.
+    ///
+    /// # Errors
+    ///
+    /// When a URL is not an http(s) URL (nothing is changed then).
+    pub fn set_engines(
+        &mut self,
+        engines: Vec<PodTarget>,
+        now: f64,
+    ) -> Result<(usize, usize), UrlError> {
+        let mut fresh: Vec<Scrapee> = Vec::new();
+        for t in &engines {
+            if !self
+                .targets
+                .iter()
+                .any(|s| s.kind == Kind::Engine && s.labels == t.labels)
+            {
+                fresh.push(Scrapee::new(t.clone(), &self.access)?);
+            }
+        }
+        let t = (now * 1000.0).round() as i64;
+        let store = &mut self.store;
+        let mut removed = 0;
+        self.targets.retain(|s| {
+            if s.kind != Kind::Engine || engines.iter().any(|e| e.labels == s.labels) {
+                return true;
+            }
+            store.forget(&s.labels, t);
+            removed += 1;
+            false
+        });
+        let added = fresh.len();
+        self.targets.extend(fresh);
+        Ok((added, removed))
     }
 
     /// Scrapes every target once, concurrently, at `now` (seconds since the epoch), and

@@ -134,6 +134,7 @@ impl Rig {
                 replica_label: "pod".into(),
             },
             history: 60,
+            follow: None,
         })
         .unwrap();
         Rig {

@@ -8,14 +8,14 @@
 //!   from the pods' scrapes to the value, with the failure semantics (some pods failing:
 //!   computed from the rest; all failing or none: an error, never a silent 0).
 //! - [`scrape`]: the pods scraped concurrently, each with a timeout, answers cached briefly.
-//! - [`discover`]: a Service's pods from its EndpointSlices, listed then watched.
+//! - a `service` trigger's pods come from `inferscale-kube`'s discovery (EndpointSlices,
+//!   listed then watched, on kube-rs).
 //! - [`service`]: the five calls, and the value the HTTP side serves.
 //! - [`grpc`] and [`proto`]: the service on tonic (cleartext or TLS) and the code `build.rs`
 //!   generates from the `.proto` (messages, server trait, client).
 //! - [`http`]: `/metrics`, `/healthz` and the JSON of KEDA's `metrics-api` trigger.
 //! - [`metrics`]: the scaler's own metrics.
 
-pub mod discover;
 pub mod grpc;
 pub mod http;
 pub mod metrics;

@@ -18,7 +18,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
 use crate::decide::{Answer, TREND_WINDOW_S, Trend, answer, answer_at, signals};
-use crate::discover::{Discovery, Kube};
 use crate::grpc::{Code, Status};
 use crate::metadata::{Config, Metric, Pods as Where};
 use crate::metrics::Metrics;
@@ -27,6 +26,7 @@ use crate::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
     MetricValue, ScaledObjectRef,
 };
+use inferscale_kube::{Discovery, Kube};
 
 /// A server-streaming call's messages, ended by dropping the sender.
 pub type Stream<T> = ReceiverStream<Result<T, Status>>;
@@ -150,7 +150,7 @@ impl Scaler {
                     return Err(Status::new(
                         Code::FailedPrecondition,
                         format!(
-                            "scalerMetadata.service: finding {ns}/{svc}'s pods needs the Kubernetes API; run the scaler in a pod with a service account, give it --kube-api, or use targets"
+                            "scalerMetadata.service: finding {ns}/{svc}'s pods needs the Kubernetes API; run the scaler in a pod with a service account, give it --kubeconfig/--context, or use targets"
                         ),
                     ));
                 };

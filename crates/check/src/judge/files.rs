@@ -9,7 +9,7 @@ use inferscale_promql::Query;
 
 use super::names::{base, blind, query_names};
 use super::{fail, no_manifests, pass, short, skipped, warn};
-use crate::evidence::{Doc, Evidence, Found, Manifests, Promtool};
+use crate::evidence::{Cluster, Condition, Doc, Evidence, Found, Manifests, Promtool};
 use crate::{Check, Outcome};
 
 pub(super) fn dashboards(e: &Evidence) -> Outcome {
@@ -333,6 +333,27 @@ pub(super) fn scaled_object(e: &Evidence) -> Outcome {
     if let Some(f) = foreign(e, triggers) {
         return fail(c, format!("the ScaledObject's triggers {f}"), regenerate(e));
     }
+    if let Some(cl) = &e.cluster {
+        if cl.not_served.iter().any(|k| k == "ScaledObject") {
+            return fail(
+                c,
+                format!(
+                    "the cluster ({}) does not serve ScaledObjects: KEDA is not installed",
+                    cl.source
+                ),
+                "install KEDA (helm install keda kedacore/keda --namespace keda --create-namespace), then apply scaledobject.yaml",
+            );
+        }
+        for kind in ["ScaledObject", "HorizontalPodAutoscaler"] {
+            if let Some(why) = cl.unread(kind) {
+                return fail(
+                    c,
+                    format!("{kind}s in namespace {}: {why}", cl.namespace),
+                    "let the credentials list scaledobjects.keda.sh and horizontalpodautoscalers.autoscaling in the namespace (kubectl auth can-i list scaledobjects.keda.sh -n NAMESPACE)",
+                );
+            }
+        }
+    }
     if sos.is_empty() {
         return fail(
             c,
@@ -360,11 +381,21 @@ pub(super) fn scaled_object(e: &Evidence) -> Outcome {
                 .map(|x| format!("{}: {x}", f.path)),
         );
     }
+    let mut live = String::new();
+    if let Some(cl) = &e.cluster {
+        match live_status(cl) {
+            Err(o) => return o,
+            Ok((w, line)) => {
+                warnings.extend(w);
+                live = line;
+            }
+        }
+    }
     if !warnings.is_empty() {
         return warn(
             c,
             format!("valid, with {}: {}", warnings.len(), short(&warnings, 2)),
-            "see the messages; each names the field",
+            "see the messages; each names the field (live ones: kubectl describe the object)",
         );
     }
     let names: Vec<String> = sos
@@ -385,10 +416,115 @@ pub(super) fn scaled_object(e: &Evidence) -> Outcome {
     pass(
         c,
         format!(
-            "{} valid against KEDA's CRD schema and its webhook's rules",
+            "{} valid against KEDA's CRD schema and its webhook's rules{live}",
             names.join(", ")
         ),
     )
+}
+
+fn condition<'a>(cs: &'a [Condition], kind: &str) -> Option<&'a Condition> {
+    cs.iter().find(|c| c.kind == kind)
+}
+
+fn said(c: &Condition) -> String {
+    match (c.reason.is_empty(), c.message.is_empty()) {
+        (false, false) => format!("{}: {}", c.reason, c.message),
+        (false, true) => c.reason.clone(),
+        (true, false) => c.message.clone(),
+        (true, true) => "no reason given".into(),
+    }
+}
+
+/// The live ScaledObjects and their HPAs: a failure, or warnings and a line for the pass.
+fn live_status(cl: &Cluster) -> Result<(Vec<String>, String), Outcome> {
+    let c = Check::ScaledObject;
+    let ns = &cl.namespace;
+    let mut warnings = Vec::new();
+    let mut lines = Vec::new();
+    for so in &cl.scaled_objects {
+        let describe = format!(
+            "kubectl -n {ns} describe scaledobject {}; KEDA's operator log says why (kubectl -n keda logs deploy/keda-operator)",
+            so.name
+        );
+        let (kind, target) = &so.target;
+        if kind == "Deployment" && !cl.deployments.contains(target) {
+            return Err(fail(
+                c,
+                format!(
+                    "ScaledObject {ns}/{} scales Deployment {target:?}, which is not in namespace {ns} (there: {})",
+                    so.name,
+                    if cl.deployments.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        cl.deployments.join(", ")
+                    }
+                ),
+                format!(
+                    "set spec.scaleTargetRef.name to the vLLM Deployment's name (inferscale generate --deployment NAME), or deploy it as {target}"
+                ),
+            ));
+        }
+        match condition(&so.conditions, "Ready") {
+            Some(r) if r.status == "True" => {}
+            Some(r) => {
+                return Err(fail(
+                    c,
+                    format!("ScaledObject {ns}/{} is not Ready ({})", so.name, said(r)),
+                    describe,
+                ));
+            }
+            None => {
+                return Err(fail(
+                    c,
+                    format!(
+                        "ScaledObject {ns}/{} has no Ready condition: KEDA has not reconciled it",
+                        so.name
+                    ),
+                    describe,
+                ));
+            }
+        }
+        if let Some(f) = condition(&so.conditions, "Fallback").filter(|f| f.status == "True") {
+            warnings.push(format!(
+                "ScaledObject {ns}/{}: KEDA's fallback is engaged ({})",
+                so.name,
+                said(f)
+            ));
+        }
+        let Some(h) = cl.hpas.iter().find(|h| h.name == so.hpa) else {
+            return Err(fail(
+                c,
+                format!(
+                    "ScaledObject {ns}/{} is Ready but its HPA {} is not in the namespace",
+                    so.name, so.hpa
+                ),
+                describe,
+            ));
+        };
+        for kind in ["AbleToScale", "ScalingActive"] {
+            if let Some(x) = condition(&h.conditions, kind).filter(|x| x.status == "False") {
+                warnings.push(format!(
+                    "HPA {ns}/{}: {kind} is False ({})",
+                    h.name,
+                    said(x)
+                ));
+            }
+        }
+        let n = |v: Option<u64>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
+        lines.push(format!(
+            "{} Ready, HPA {} at {} replicas (desired {})",
+            so.name,
+            h.name,
+            n(h.current),
+            n(h.desired)
+        ));
+    }
+    let line = if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; live ({}): {}", cl.source, lines.join("; "))
+    };
+    Ok((warnings, line))
 }
 
 /// The pod templates (Deployments and patches of them), with where each is.
@@ -409,9 +545,17 @@ pub(super) fn do_not_disrupt(e: &Evidence) -> Outcome {
     };
     let ts = templates(m);
     if ts.is_empty() {
+        let why = e
+            .cluster
+            .as_ref()
+            .and_then(|cl| cl.unread("Deployment"))
+            .map_or_else(String::new, |w| format!(" ({w})"));
         return fail(
             c,
-            format!("no Deployment (or patch of one) in {}", m.dir.display()),
+            format!(
+                "no Deployment (or patch of one) in {}{why}",
+                m.dir.display()
+            ),
             "add vllm-deployment-patch.yaml (inferscale generate), or your Deployment, to the folder",
         );
     }
@@ -439,10 +583,46 @@ pub(super) fn do_not_disrupt(e: &Evidence) -> Outcome {
             ),
         );
     }
+    let mut pools = Vec::new();
+    for np in e.cluster.iter().flat_map(|cl| &cl.nodepools) {
+        let name = np
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("?");
+        let errors: Vec<String> = object(np)
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(ToString::to_string)
+            .collect();
+        if !errors.is_empty() {
+            return warn(
+                c,
+                format!(
+                    "{DO_NOT_DISRUPT} is on the pod template, but NodePool {name} would be refused: {}",
+                    short(&errors, 2)
+                ),
+                format!("kubectl edit nodepool {name} as the message says"),
+            );
+        }
+        pools.push(format!(
+            "NodePool {name}: consolidation {}",
+            np.pointer("/spec/disruption/consolidationPolicy")
+                .and_then(|p| p.as_str())
+                .unwrap_or("WhenEmptyOrUnderutilized (the default)")
+        ));
+    }
+    if let Some(why) = e.cluster.as_ref().and_then(|cl| cl.unread("NodePool")) {
+        pools.push(format!("NodePools not read: {why}"));
+    }
+    let pools = if pools.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", pools.join(", "))
+    };
     pass(
         c,
         format!(
-            "{DO_NOT_DISRUPT}: \"true\" on the pod template ({})",
+            "{DO_NOT_DISRUPT}: \"true\" on the pod template ({}){pools}",
             with.join(", ")
         ),
     )

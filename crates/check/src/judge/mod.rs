@@ -131,6 +131,7 @@ mod tests {
             manifests: None,
             promtool: Promtool::Missing,
             run: None,
+            cluster: None,
         }
     }
 

@@ -98,7 +98,14 @@ fn resolve(args: &CheckArgs) -> Result<(Inputs, Vec<Check>)> {
             .is_dir()
             .then(|| PathBuf::from(DEFAULT_RUN_DIR)),
     };
+    let live = args.kube.named();
+    if live && args.manifests.is_some() {
+        bail!(
+            "--manifests and a cluster (--kubeconfig, --context or --kube-api) both give the manifests: give one"
+        );
+    }
     let manifests = match (&args.manifests, &run_dir) {
+        _ if live => None,
         (Some(d), _) => Some(folder(d, "--manifests")?),
         (None, Some(r)) if r.join("manifests").is_dir() => Some(r.join("manifests")),
         _ => None,
@@ -108,9 +115,10 @@ fn resolve(args: &CheckArgs) -> Result<(Inputs, Vec<Check>)> {
         && prometheus.is_none()
         && manifests.is_none()
         && run_dir.is_none()
+        && !live
     {
         bail!(
-            "nothing to check: give --url, --prometheus, --manifests or --run-dir (no ./{DEFAULT_RUN_DIR} here)"
+            "nothing to check: give --url, --prometheus, --manifests, --context or --run-dir (no ./{DEFAULT_RUN_DIR} here)"
         );
     }
     let mut api = access.clone();
@@ -137,6 +145,7 @@ fn resolve(args: &CheckArgs) -> Result<(Inputs, Vec<Check>)> {
             api,
             observe_s: args.observe.as_secs_f64(),
             promtool: promtool(),
+            cluster: None,
         },
         skip,
     ))
@@ -144,10 +153,15 @@ fn resolve(args: &CheckArgs) -> Result<(Inputs, Vec<Check>)> {
 
 /// Runs the command.
 pub(crate) fn run(args: &CheckArgs) -> Result<ExitCode> {
-    let (inputs, skip) = resolve(args)?;
+    let (mut inputs, skip) = resolve(args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if args.kube.named() {
+        inputs.cluster = rt
+            .block_on(inferscale_kube::Kube::connect(&args.kube.access()))
+            .context("the Kubernetes API")?;
+    }
     let evidence = rt.block_on(gather(&inputs));
     let outcomes: Vec<Outcome> = judge(&evidence)
         .into_iter()
@@ -181,6 +195,9 @@ pub(crate) fn run(args: &CheckArgs) -> Result<ExitCode> {
             }
             if let Some(m) = &inputs.manifests {
                 given.push(format!("manifests {}", m.display()));
+            }
+            if let Some(k) = &inputs.cluster {
+                given.push(format!("namespace {} of {}", args.namespace, k.source()));
             }
             if let Some(r) = &inputs.run_dir {
                 given.push(format!("run {}", r.display()));

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
+use inferscale_kube::{Discovery, Kube};
 use inferscale_loadgen::Target;
 use inferscale_loadgen::prometheus::Prometheus;
 use inferscale_monitor::app;
@@ -12,7 +13,7 @@ use inferscale_monitor::dashboard::Dashboard;
 use inferscale_monitor::signals::Scope;
 use inferscale_monitor::source::{Kind, PodTarget};
 use inferscale_monitor::ui::{Screen, View};
-use inferscale_monitor::{Config, Monitor, SourceSpec};
+use inferscale_monitor::{Config, Follow, Monitor, SourceSpec};
 use inferscale_promql::Labels;
 
 use crate::cli::{MonitorArgs, ViewArg};
@@ -28,7 +29,9 @@ const DEFAULT_URL: &str = "http://127.0.0.1:8000";
 
 /// The pods' targets: each URL with its labels (`#k=v` after it wins over the defaults).
 fn pod_targets(args: &MonitorArgs) -> Result<Vec<PodTarget>> {
-    let urls: Vec<String> = if args.urls.is_empty() {
+    let urls: Vec<String> = if args.service.is_some() {
+        Vec::new()
+    } else if args.urls.is_empty() {
         vec![DEFAULT_URL.to_owned()]
     } else {
         args.urls.clone()
@@ -146,6 +149,7 @@ fn resolve(args: &MonitorArgs) -> Result<(Config, Option<PathBuf>)> {
     Ok((
         Config {
             source,
+            follow: None,
             rules,
             scope,
             history: 120,
@@ -203,8 +207,65 @@ fn read_anything(d: &Dashboard) -> bool {
 }
 
 /// Runs the command.
+/// `--service NAME[:PORT]`: the Service and its port (8000, vLLM's, by default).
+fn service(spec: &str) -> Result<(String, String)> {
+    let (name, port) = spec.split_once(':').unwrap_or((spec, "8000"));
+    if inferscale_manifests::validate::rfc1123_label(name).is_err() || port.is_empty() {
+        bail!(
+            "--service {spec:?} is not NAME or NAME:PORT (a Service name such as vllm, a port such as 8000 or http)"
+        );
+    }
+    Ok((name.to_owned(), port.to_owned()))
+}
+
+/// With --service: the Service to follow, through the API the flags (or the environment) name.
+async fn follow(args: &MonitorArgs) -> Result<Option<Follow>> {
+    let Some(spec) = &args.service else {
+        return Ok(None);
+    };
+    let (name, port) = service(spec)?;
+    let Some(kube) = Kube::connect(&args.kube.access())
+        .await
+        .context("the Kubernetes API")?
+    else {
+        bail!(
+            "--service {spec} needs the Kubernetes API: give --kubeconfig or --context (or --kube-api), or run in a pod"
+        );
+    };
+    Ok(Some(Follow {
+        discovery: Discovery::new(kube),
+        namespace: args.namespace.clone(),
+        service: name,
+        port,
+        job: args.job.clone(),
+    }))
+}
+
 pub(crate) fn run(args: &MonitorArgs) -> Result<ExitCode> {
-    let (config, rules_file) = resolve(args)?;
+    let (mut config, rules_file) = resolve(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    config.follow = rt.block_on(follow(args))?;
+    if let Some(f) = &config.follow {
+        // The engine is read from the first pod's /metrics (unless --engine says).
+        if args.engine.is_none()
+            && let Ok(targets) = rt.block_on(f.discovery.urls(&f.namespace, &f.service, &f.port))
+            && let Some(first) = targets.first()
+            && let SourceSpec::Pods { access, .. } = &config.source
+            && let Ok(t) = Target::parse_metrics(&format!("{first}/metrics"))
+        {
+            config.scope.server = detect_engine(
+                &[PodTarget {
+                    url: t.url.clone(),
+                    labels: Labels::new([("job", args.job.as_str())]),
+                    kind: Kind::Engine,
+                }],
+                access,
+            );
+        }
+    }
     let mut monitor = Monitor::new(config)?;
     let live = !args.once && !args.json;
     if live && !std::io::stdout().is_terminal() {
@@ -218,10 +279,6 @@ pub(crate) fn run(args: &MonitorArgs) -> Result<ExitCode> {
             None => eprintln!("no alert rules (give --rules FILE, e.g. {DEFAULT_RULES})"),
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     if args.once {
         if !args.json && !monitor.reads_prometheus() {
             eprintln!(

@@ -4,8 +4,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use inferscale_loadgen::tls::{TlsOptions, client_config};
-use inferscale_scaler::discover::Kube;
+use inferscale_kube::Kube;
 use inferscale_scaler::grpc::Tls;
 use inferscale_scaler::{Options, Scaler};
 use tokio::sync::watch;
@@ -18,27 +17,6 @@ fn address(flag: &str, v: &str, example: &str) -> Result<SocketAddr> {
         .with_context(|| format!("{flag} {v:?} is not an address like {example}"))
 }
 
-/// The Kubernetes API the flags name, or the in-cluster one.
-fn kube(args: &ScalerArgs) -> Result<Option<Kube>> {
-    let Some(api) = &args.kube_api else {
-        return Kube::in_cluster().context("the in-cluster Kubernetes credentials");
-    };
-    let auth = crate::credentials::scrape_auth(args.kube_token_file.as_deref())?;
-    let tls = match &args.kube_ca_file {
-        None => None,
-        Some(p) => Some(client_config(&TlsOptions {
-            ca_pem: Some((
-                p.display().to_string(),
-                crate::input::read_small_bytes(p, "CA file", 4 << 20)?,
-            )),
-            insecure: false,
-        })?),
-    };
-    Kube::new(api, auth, tls)
-        .map(Some)
-        .with_context(|| format!("--kube-api {api:?}"))
-}
-
 pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
     let grpc = address("--listen", &args.listen, "127.0.0.1:6000")?;
     let http = address("--http-listen", &args.http_listen, "127.0.0.1:6001")?;
@@ -46,11 +24,13 @@ pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
         (Some(c), Some(k)) => Some(Tls::from_pem_files(c, k)?),
         _ => None,
     };
-    let kube = kube(args)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        let kube = Kube::connect(&args.kube.access())
+            .await
+            .context("the Kubernetes API")?;
         let g = tokio::net::TcpListener::bind(grpc)
             .await
             .with_context(|| format!("cannot listen on {grpc}"))?;
@@ -58,10 +38,12 @@ pub(crate) fn run(args: &ScalerArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {http}"))?;
         let (ga, ha) = (g.local_addr()?, h.local_addr()?);
-        let discovery = if kube.is_some() {
-            "service triggers find pods through EndpointSlices"
-        } else {
-            "no Kubernetes API: only targets triggers (give --kube-api, or run in a pod)"
+        let discovery = match &kube {
+            Some(k) => format!(
+                "service triggers find pods through EndpointSlices ({})",
+                k.source()
+            ),
+            None => "no Kubernetes API: only targets triggers (give --kubeconfig or --context, or run in a pod)".to_owned(),
         };
         emit(&format!(
             "inferscale scaler: gRPC externalscaler.ExternalScaler on {ga}{}\n  HTTP on http://{ha}: /metrics, /healthz, /api/v1/value\n  {discovery}\n  stop with Ctrl-C\n",
