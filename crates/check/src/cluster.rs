@@ -125,6 +125,7 @@ pub async fn read(kube: &Kube, namespace: &str) -> (Cluster, Manifests) {
 
 /// Classifies one object's text as the manifests folder would a file's.
 fn add(m: &mut Manifests, path: &str, file: &str, text: &str) {
+    m.inline.insert(path.to_owned(), text.to_owned());
     match crate::read::classify(file, text) {
         Ok(docs) => m.docs.extend(docs.into_iter().map(|doc| Found {
             path: path.to_owned(),

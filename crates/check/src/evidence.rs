@@ -124,6 +124,8 @@ pub struct Manifests {
     pub docs: Vec<Found>,
     /// Files that could not be read or parsed, and why.
     pub unreadable: Vec<(String, ReadError)>,
+    /// The text of documents that are not files under `dir` (a cluster's objects), by path.
+    pub inline: std::collections::BTreeMap<String, String>,
 }
 
 /// What `promtool check rules` said of each rule file.

@@ -261,7 +261,10 @@ fn promtool(tool: Option<&Path>, m: Option<&Manifests>) -> Promtool {
         seen.push(&f.path);
         let path = m.dir.join(&f.path);
         let verdict = (|| -> Result<(), ReadError> {
-            let text = crate::read::read_bounded(&path)?;
+            let text = match m.inline.get(&f.path) {
+                Some(t) => t.clone(),
+                None => crate::read::read_bounded(&path)?,
+            };
             let mut temp = None;
             let file = if set.object {
                 let mut groups = Vec::new();

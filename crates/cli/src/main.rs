@@ -45,10 +45,27 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::from(exit::SUCCESS),
         Err(e) => {
-            eprintln!("error: {}", excerpt(&format!("{e:#}"), MAX_MESSAGE));
+            eprintln!("error: {}", excerpt(&chain(&e), MAX_MESSAGE));
             ExitCode::from(exit::code(&e))
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: libraries whose errors print
+/// their source in their own message as well (kube's, hyper's) would otherwise repeat it.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let c = c.to_string();
+        if c.is_empty() || out.contains(&c) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&c);
+    }
+    out
 }
 
 /// An error message is at most this many characters: a parser that quotes a hostile input

@@ -44,7 +44,7 @@ pub enum KubeError {
         reason: String,
     },
     /// A file named on the command line is not there.
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}", path.display())]
     File {
         /// Which flag's file.
         what: &'static str,
@@ -55,7 +55,7 @@ pub enum KubeError {
         source: std::io::Error,
     },
     /// The kubeconfig cannot be read or has no usable context.
-    #[error("kubeconfig {where_}: {source}")]
+    #[error("kubeconfig {where_}")]
     Kubeconfig {
         /// The file (or "$KUBECONFIG / ~/.kube/config"), and the context when one was asked.
         where_: String,
@@ -64,10 +64,19 @@ pub enum KubeError {
         source: KubeconfigError,
     },
     /// The pod's service account cannot be used.
-    #[error("the in-cluster service account: {0}")]
+    #[error("the in-cluster service account")]
     InCluster(#[source] kube::config::InClusterError),
+    /// The API does not answer (checked once, by commands that need it at the start).
+    #[error("the Kubernetes API of {source_} does not answer")]
+    Unreachable {
+        /// Where the configuration came from.
+        source_: String,
+        /// Why.
+        #[source]
+        error: kube::Error,
+    },
     /// A client cannot be made of the configuration (its TLS, its credentials).
-    #[error("a Kubernetes client for {source_}: {error}")]
+    #[error("a Kubernetes client for {source_}")]
     Client {
         /// Where the configuration came from.
         source_: String,
@@ -145,6 +154,23 @@ impl Kube {
             namespace,
             source,
         })
+    }
+
+    /// Asks the API server its version (`GET /version`): `Ok` with it when it answers, even
+    /// with an error status (the credentials are then judged by the calls that need them).
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be reached at all (connection refused, TLS, DNS, a plugin that fails).
+    pub async fn probe(&self) -> Result<String, KubeError> {
+        match self.client.apiserver_version().await {
+            Ok(v) => Ok(v.git_version),
+            Err(kube::Error::Api(s)) => Ok(format!("unknown (HTTP {})", s.code)),
+            Err(error) => Err(KubeError::Unreachable {
+                source_: self.source.clone(),
+                error,
+            }),
+        }
     }
 
     /// The client.

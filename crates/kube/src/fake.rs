@@ -347,6 +347,13 @@ impl FakeApi {
                 &status(401, "Unauthorized", "Unauthorized"),
             );
         }
+        if asked.path == "/version" {
+            return json_response(
+                StatusCode::OK,
+                &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake",
+                    "platform": "linux/amd64"}),
+            );
+        }
         if s.forbidden.contains(&asked.path) {
             return json_response(
                 StatusCode::FORBIDDEN,

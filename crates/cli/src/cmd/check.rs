@@ -161,6 +161,9 @@ pub(crate) fn run(args: &CheckArgs) -> Result<ExitCode> {
         inputs.cluster = rt
             .block_on(inferscale_kube::Kube::connect(&args.kube.access()))
             .context("the Kubernetes API")?;
+        if let Some(k) = &inputs.cluster {
+            rt.block_on(k.probe())?;
+        }
     }
     let evidence = rt.block_on(gather(&inputs));
     let outcomes: Vec<Outcome> = judge(&evidence)

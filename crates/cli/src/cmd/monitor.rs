@@ -232,6 +232,7 @@ async fn follow(args: &MonitorArgs) -> Result<Option<Follow>> {
             "--service {spec} needs the Kubernetes API: give --kubeconfig or --context (or --kube-api), or run in a pod"
         );
     };
+    kube.probe().await?;
     Ok(Some(Follow {
         discovery: Discovery::new(kube),
         namespace: args.namespace.clone(),
