@@ -858,6 +858,78 @@ fn engine_target(ns: &str, service: &str, id: usize) -> Labels {
     ])
 }
 
+/// The endpoint picker's target: one per pool, named after the Service (`<service>-epp`).
+fn epp_target(ns: &str, service: &str) -> Labels {
+    Labels::new([
+        ("job", format!("{service}-epp")),
+        ("namespace", ns.to_owned()),
+        ("service", format!("{service}-epp")),
+        ("instance", "10.2.0.1:9090".to_owned()),
+    ])
+}
+
+/// What an inference gateway's endpoint picker (llm-d's router) would serve for the
+/// replicas ready at `t`, in its own names, for a ScaledObject that reads them. The model:
+/// - the pool saturation is the default utilization detector's, exactly (the mean over
+///   endpoints of `max(waiting / 5, kv / 0.8)`; an empty pool reads 1.0);
+/// - the flow-control queue holds what the detector would not dispatch: each endpoint's
+///   waiting requests beyond its queue threshold (5). The rehearsal's requests still wait
+///   in the engines, so latency is as without a gateway; only where they are counted moves;
+/// - running is what was dispatched and not finished (the engines' running and waiting, less
+///   what the gateway holds).
+pub fn epp_exposition(pool: &str, endpoints: &[(f64, f64, f64)]) -> String {
+    use inferscale_catalog::gateway::{
+        GatewaySignal as G, QUEUE_DEPTH_THRESHOLD, family, pool_saturation,
+    };
+    let n = endpoints.len().max(1) as f64;
+    let held: f64 = endpoints
+        .iter()
+        .map(|(w, _, _)| (w - QUEUE_DEPTH_THRESHOLD).max(0.0))
+        .sum();
+    let outstanding: f64 = endpoints.iter().map(|(w, r, _)| w + r).sum();
+    let saturation = pool_saturation(
+        &endpoints
+            .iter()
+            .map(|(w, _, kv)| (*w, *kv))
+            .collect::<Vec<_>>(),
+    );
+    let mean = |f: &dyn Fn(&(f64, f64, f64)) -> f64| endpoints.iter().map(f).sum::<f64>() / n;
+    let q = inferscale_promql::quote(pool);
+    let model = "model_name=\"model\",target_model_name=\"model\"";
+    let mut out = String::new();
+    let mut gauge = |s: G, labels: String, v: f64| {
+        let f = family(s);
+        out.push_str(&format!(
+            "# TYPE {} gauge\n{}{{{labels}}} {v}\n",
+            f.name, f.name
+        ));
+    };
+    gauge(
+        G::QueueHeld,
+        format!("fairness_id=\"default\",priority=\"0\",inference_pool={q},{model}"),
+        held,
+    );
+    gauge(
+        G::PoolSaturation,
+        format!("inference_pool={q},stage=\"effective\""),
+        saturation,
+    );
+    gauge(
+        G::Running,
+        format!("{model},fairness_id=\"default\",priority=\"0\""),
+        outstanding - held,
+    );
+    gauge(G::AverageQueue, format!("name={q}"), mean(&|e| e.0));
+    gauge(G::AverageRunning, format!("name={q}"), mean(&|e| e.1));
+    gauge(G::AverageKvCache, format!("name={q}"), mean(&|e| e.2));
+    gauge(
+        G::ReadyEndpoints,
+        format!("name={q}"),
+        endpoints.len() as f64,
+    );
+    out
+}
+
 fn gpu_target(ns: &str, id: usize) -> Labels {
     Labels::new([
         ("job", "nvidia-dcgm-exporter".to_owned()),
@@ -928,6 +1000,25 @@ impl Control<'_> {
                 };
                 store.scrape(target, at, Some(exp));
             });
+        }
+        // An endpoint picker only where a trigger or a rule reads one of its families.
+        if inferscale_catalog::gateway::FAMILIES
+            .iter()
+            .any(|f| (self.keep)(f.name))
+        {
+            let endpoints: Vec<(f64, f64, f64)> = fleet
+                .replicas()
+                .iter()
+                .filter(|r| r.serving(t))
+                .map(|r| {
+                    let s = r.engine.stats();
+                    (f64::from(s.waiting), f64::from(s.running), s.kv_usage)
+                })
+                .collect();
+            let text = epp_exposition(svc, &endpoints);
+            if let Ok(exp) = inferscale_promtext::parse(text.as_bytes()) {
+                store.scrape(&epp_target(ns, svc), at, Some(&exp));
+            }
         }
         let q = fleet.waiting();
         self.max_queue = self.max_queue.max(q);

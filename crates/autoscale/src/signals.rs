@@ -5,6 +5,7 @@
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
 use inferscale_catalog::Signal;
+use inferscale_catalog::gateway::{self, GatewaySignal};
 use inferscale_manifests::objects::{ScaledObject, Trigger};
 use inferscale_manifests::promql::{self as q, Sel};
 use inferscale_manifests::{Options, keda};
@@ -13,7 +14,7 @@ use inferscale_manifests::{Options, keda};
 #[derive(Debug, Clone)]
 pub struct Derived {
     /// `queue`, `in-flight`, `arrival-rate`, `running`, `kv-cache`, `gpu-util`, `p95-e2e`,
-    /// `p95-queue-time`.
+    /// `p95-queue-time`, and the gateway's `epp-queue` and `epp-saturation`.
     pub name: &'static str,
     /// The trigger in words.
     pub about: String,
@@ -174,12 +175,15 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
             ),
         ),
     ];
+    let gateway = gateway(o, inflight.target);
     list.into_iter()
         .filter(|(name, _, _)| needs(name).iter().all(|s| sel.serves(*s)))
-        .map(|(name, about, tr)| {
+        .map(|(name, about, tr)| (name, about, vec![tr]))
+        .chain(gateway)
+        .map(|(name, about, triggers)| {
             let mut object = base.clone();
             object.metadata.name = format!("{}-{name}", base.metadata.name);
-            object.spec.triggers = vec![tr];
+            object.spec.triggers = triggers;
             Derived {
                 name,
                 about,
@@ -187,4 +191,83 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
             }
         })
         .collect()
+}
+
+/// The ScaledObject `generate --gateway` writes: the generated one's replicas, behavior and
+/// fallback, on the inference gateway's signals in llm-d's shape (`epp-queue`: its
+/// flow-control queue, 1 per pod, and its running requests per pod, the target from the
+/// measurement by Little's law at the default utilisation).
+pub fn gateway_object(t: &Thresholds, o: &Options, capacity_rps: f64) -> ScaledObject {
+    let mut object: ScaledObject = keda::scaled_object(t, o).object;
+    let startup = f64::from(o.cold_start_s);
+    let inflight = Policy::derive(
+        t,
+        Primary::InFlight,
+        DEFAULT_UTILISATION,
+        capacity_rps,
+        startup,
+        1,
+    );
+    if let Some((_, _, triggers)) = gateway(o, inflight.target)
+        .into_iter()
+        .find(|(name, _, _)| *name == "epp-queue")
+    {
+        object.spec.triggers = triggers;
+    }
+    object
+}
+
+/// A query on the endpoint picker's `family` for the pool the Deployment serves: `agg` over
+/// its series in the namespace, by the pool's label or, for the running requests (which carry
+/// none), the picker's Service.
+pub fn epp_query(agg: &str, signal: GatewaySignal, o: &Options) -> String {
+    let f = gateway::family(signal);
+    let by = if f.labels.contains(&"inference_pool") {
+        ("inference_pool", o.deployment.clone())
+    } else {
+        ("service", format!("{}-epp", o.deployment))
+    };
+    let sel = Sel::exact(&[("namespace", &o.namespace), (by.0, &by.1)]);
+    format!("{agg}({}{})", f.name, sel.braces())
+}
+
+/// The signals of an inference gateway's endpoint picker (llm-d's router), as llm-d's KEDA
+/// guide shapes them, with the running requests' target from the measurement rather than
+/// its constant 16.
+fn gateway(o: &Options, inflight_target: f64) -> Vec<(&'static str, String, Vec<Trigger>)> {
+    vec![
+        (
+            "epp-queue",
+            format!(
+                "the gateway's flow-control queue, AverageValue 1 per pod, and its running requests, AverageValue {inflight_target} per pod (llm-d's KEDA shape; the running target from the measurement)"
+            ),
+            vec![
+                trigger(
+                    "epp-queue",
+                    epp_query("sum", GatewaySignal::QueueHeld, o),
+                    "AverageValue",
+                    1.0,
+                    o,
+                ),
+                trigger(
+                    "epp-running",
+                    epp_query("sum", GatewaySignal::Running, o),
+                    "AverageValue",
+                    inflight_target,
+                    o,
+                ),
+            ],
+        ),
+        (
+            "epp-saturation",
+            "the gateway's pool saturation (mean over endpoints of max(queue/5, KV/0.8)), Value 0.7 (llm-d's threshold; a pool mean, so Value, not AverageValue)".to_owned(),
+            vec![trigger(
+                "epp-saturation",
+                epp_query("max", GatewaySignal::PoolSaturation, o),
+                "Value",
+                0.7,
+                o,
+            )],
+        ),
+    ]
 }

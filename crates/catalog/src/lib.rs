@@ -26,6 +26,7 @@
 pub mod buckets;
 pub mod dcgm;
 mod engine;
+pub mod gateway;
 pub mod llamacpp;
 pub mod names;
 mod signal;

@@ -53,6 +53,9 @@ pub struct Snapshot {
     finish_reasons: BTreeMap<String, BTreeMap<String, f64>>,
     /// Each GPU found.
     pub gpus: Vec<Gpu>,
+    /// An inference gateway's endpoint picker, when a target is one (its `names` is `None`
+    /// otherwise).
+    pub gateway: crate::gateway::Reading,
 }
 
 fn series_key(source: &str, s: &Sample<'_, '_>, skip: &[&str]) -> String {
@@ -189,6 +192,7 @@ impl Snapshot {
             engines: detect(exp),
             families: exp.family_count(),
             samples: exp.sample_count(),
+            gateway: crate::gateway::read(exp),
             ..Snapshot::default()
         };
         for signal in Signal::ALL {
@@ -251,6 +255,9 @@ impl Snapshot {
                 .extend(series);
         }
         self.gpus.extend(other.gpus);
+        if self.gateway.names.is_none() {
+            self.gateway = other.gateway;
+        }
     }
 
     /// What happened between `earlier` and `self` (a later scrape of the same targets), over
@@ -560,6 +567,33 @@ struct GpuJson<'a> {
 /// The view `inferscale scrape --json` prints (documented in docs/formats.md): the engines,
 /// counts, every signal's value (`null` when missing), where each came from, vLLM's finish
 /// reasons and each GPU's readings.
+/// An endpoint picker's reading, as `scrape --json` writes it.
+struct GatewayJson<'a>(&'a crate::gateway::Reading);
+
+impl serde::Serialize for GatewayJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let g = self.0;
+        let mut m = s.serialize_map(Some(8))?;
+        m.serialize_entry(
+            "names",
+            match g.names {
+                Some(crate::gateway::Names::Router) => "llm-d-router",
+                Some(crate::gateway::Names::Gie) => "gie",
+                None => "none",
+            },
+        )?;
+        m.serialize_entry("families", &g.families)?;
+        m.serialize_entry("queue_held", &Num(g.queue_held))?;
+        m.serialize_entry("pool_saturation", &Num(g.saturation))?;
+        m.serialize_entry("running", &Num(g.running))?;
+        m.serialize_entry("average_queue", &Num(g.average_queue))?;
+        m.serialize_entry("average_kv_cache", &Num(g.average_kv_cache))?;
+        m.serialize_entry("ready_endpoints", &Num(g.ready))?;
+        m.end()
+    }
+}
+
 impl serde::Serialize for Snapshot {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -603,6 +637,9 @@ impl serde::Serialize for Snapshot {
         );
         m.serialize_entry("sources", &sources)?;
         m.serialize_entry("finish_reasons", &self.finish_reasons())?;
+        if self.gateway.names.is_some() {
+            m.serialize_entry("gateway", &GatewayJson(&self.gateway))?;
+        }
         let gpus: Vec<GpuJson<'_>> = self
             .gpus
             .iter()

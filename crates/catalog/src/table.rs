@@ -95,6 +95,34 @@ pub fn render(out: &mut String, title: &str, format: Option<&str>, snap: &Snapsh
         );
     }
     out.push('\n');
+    if let Some(names) = snap.gateway.names {
+        let g = &snap.gateway;
+        let _ = writeln!(
+            out,
+            "  Gateway: an endpoint picker, {} · {} EPP families",
+            names.title(),
+            g.families
+        );
+        for (label, v) in [
+            (
+                "held in flow control",
+                g.queue_held.map(|v| format!("{v:.0}")),
+            ),
+            (
+                "pool saturation",
+                g.saturation.map(|v| format!("{v:.2} (1.0 gates)")),
+            ),
+            ("running", g.running.map(|v| format!("{v:.0}"))),
+            ("average queue", g.average_queue.map(|v| format!("{v:.1}"))),
+            (
+                "average KV cache",
+                g.average_kv_cache.map(|v| format!("{:.0} %", v * 100.0)),
+            ),
+            ("ready endpoints", g.ready.map(|v| format!("{v:.0}"))),
+        ] {
+            let _ = writeln!(out, "    {label:<22} {}", v.unwrap_or_else(|| "-".into()));
+        }
+    }
     for tier in [Tier::Service, Tier::Engine, Tier::Gpu] {
         let _ = writeln!(out, "  {}", tier.title());
         match tier {

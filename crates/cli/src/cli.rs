@@ -207,6 +207,12 @@ pub(crate) struct ClusterArgs {
     /// queue (the seeds' shape: queue depth primary).
     #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = ScaleByArg::Tuned)]
     pub(crate) signal: ScaleByArg,
+    /// Also write scaledobject-gateway.yaml: the same replicas and behavior on an inference
+    /// gateway's endpoint picker (llm-d's router, its InferencePool named as --deployment):
+    /// its flow-control queue, 1 per pod, and its running requests, per pod by Little's law
+    /// from the measured capacity. `inferscale rehearse` rehearses it.
+    #[arg(long)]
+    pub(crate) gateway: bool,
 }
 
 /// `--signal`: what a ScaledObject scales by, which `Primary` (or the seeds' queue shape) its

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finite, inferscale, measured, prom_query, sim, stderr};
+use common::{finite, inferscale, measured, prom_query, sim, stderr, stdout};
 use inferscale_testkit::program;
 
 fn tmp(name: &str) -> PathBuf {
@@ -353,4 +353,41 @@ fn a_real_prometheus_accepts_every_generated_query_and_idle_reads_zero() {
         empty.join("\n")
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_gateway_scaledobject_reads_the_endpoint_picker_and_is_rehearsed() {
+    let out = tmp("gateway");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = generate(&out, &["--gateway", "--namespace", "llm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let path = out.join("scaledobject-gateway.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // llm-d's shape: the flow-control queue 1 per pod, and the running requests per pod
+    // from the measured capacity (not llm-d's constant 16).
+    assert!(
+        text.contains("sum(llm_d_epp_flow_control_queue_size{namespace=\\\"llm\\\",inference_pool=\\\"vllm\\\"})"),
+        "{text}"
+    );
+    assert!(text.contains("llm_d_epp_request_running"), "{text}");
+    assert!(!text.contains("threshold: \"16\""), "{text}");
+    // The rehearsal serves the endpoint picker's families from its replicas: a rise to 2.5×
+    // a replica's capacity scales out.
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject"])
+        .arg(&path)
+        .arg("--thresholds")
+        .arg(fixture())
+        .args(["--pattern", "hold:30@5m,hold:140@20m,hold:20@35m", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let most = v
+        .pointer("/max_replicas")
+        .or_else(|| v.pointer("/0/max_replicas"))
+        .or_else(|| v.pointer("/results/0/max_replicas"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| panic!("no max_replicas in {v:#}"));
+    assert!(most >= 3, "{v:#}");
 }

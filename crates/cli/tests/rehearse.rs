@@ -139,8 +139,20 @@ fn the_built_in_signals_are_rehearsed_side_by_side() {
         "signal:gpu-util",
         "signal:p95-e2e",
         "signal:p95-queue-time",
+        "signal:epp-queue",
+        "signal:epp-saturation",
     ] {
         assert!(text.contains(signal), "{signal}: {text}");
+    }
+    // The gateway's signals are read from the rehearsal's endpoint picker: both scale out on
+    // a peak of about 2.7 replicas' worth.
+    for signal in ["signal:epp-queue", "signal:epp-saturation"] {
+        let block = &text[text.rfind(signal).unwrap()..];
+        let block = &block[..block[1..].find("signal:").map_or(block.len(), |i| i + 1)];
+        assert!(
+            block.contains("scale events: ") && block.contains("1→2"),
+            "{block}"
+        );
     }
     assert!(text.contains("SLO met") && text.contains("GPU-h"), "{text}");
 }

@@ -339,3 +339,33 @@ fn bad_flags_are_usage_errors() {
         assert!(stderr(&o).starts_with("error"), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn an_endpoint_picker_s_gateway_signals_are_read_in_the_router_s_names() {
+    let path = testdata("engines/llm-d-epp-sample.prom");
+    let o = inferscale(&["scrape", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "Gateway: an endpoint picker, llm-d router (llm_d_epp_*) · 8 EPP families",
+        "held in flow control   15",
+        "pool saturation        1.18 (1.0 gates)",
+        "running                96",
+        "average queue          6.5",
+        "average KV cache       62 %",
+        "ready endpoints        4",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    let o = inferscale(&["scrape", path.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let g = v
+        .pointer("/targets/0/gateway")
+        .or_else(|| v.pointer("/gateway"))
+        .unwrap_or_else(|| panic!("no gateway in {v:#}"));
+    assert_eq!(g["names"], "llm-d-router");
+    // The legacy twins are not counted twice.
+    assert_eq!(g["queue_held"], 15.0);
+    assert_eq!(g["pool_saturation"], 1.18);
+}

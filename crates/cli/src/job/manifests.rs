@@ -206,10 +206,33 @@ fn from_flags(
 /// Generates and writes every file into `dir`; returns their paths.
 pub(crate) fn write(t: &Thresholds, c: &ClusterArgs, dir: &Path) -> Result<Vec<PathBuf>> {
     let o = options(t, c)?;
-    let files: Vec<(PathBuf, Vec<u8>)> = inferscale_manifests::generate(t, &o)?
+    let mut files: Vec<(PathBuf, Vec<u8>)> = inferscale_manifests::generate(t, &o)?
         .into_iter()
         .map(|f| (dir.join(&f.path), f.contents.into_bytes()))
         .collect();
+    if c.gateway {
+        let capacity = t.capacity_rps.or(t.saturation_rps).ok_or_else(|| {
+            anyhow::anyhow!("--gateway: the thresholds have no measured capacity to derive the running-requests target from")
+        })?;
+        let object = inferscale_autoscale::signals::gateway_object(t, &o, capacity);
+        let errors = inferscale_manifests::validate::object(
+            &serde_json::to_value(&object).map_err(anyhow::Error::from)?,
+        );
+        if let Some(e) = errors
+            .iter()
+            .find(|f| f.severity == inferscale_manifests::validate::Severity::Error)
+        {
+            anyhow::bail!("the gateway ScaledObject would be refused: {e}");
+        }
+        files.push((
+            dir.join("scaledobject-gateway.yaml"),
+            format!(
+                "# The generated scaling on an inference gateway's endpoint picker (llm-d's router):\n# its flow-control queue (1 per pod) and running requests (per pod, from the measured\n# capacity). Apply it instead of scaledobject.yaml, not beside it.\n{}",
+                inferscale_manifests::objects::to_yaml(&object)
+            )
+            .into_bytes(),
+        ));
+    }
     write_all(&files)?;
     Ok(files.into_iter().map(|(p, _)| p).collect())
 }
