@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use common::{inferscale, sim, stderr, stdout, tmp};
-use inferscale_kube::fake::FakeApi;
+use inferscale_kube::fake::{FakeApi, endpoint_slice, exec_kubeconfig};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "k8s-aws-v1.from-the-plugin";
@@ -30,45 +29,24 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A kubeconfig whose current context points nowhere and whose `eks-prod` context reaches
-/// `server` as a user whose token comes from an exec plugin.
+/// The test's kubeconfig: context `eks-prod` reaches `server` through an exec plugin.
 fn kubeconfig(d: &Path, server: &str) -> PathBuf {
-    let plugin = d.join("get-token");
-    std::fs::write(
-        &plugin,
-        format!(
-            "#!/bin/sh\nprintf '%s' '{{\"kind\":\"ExecCredential\",\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"spec\":{{}},\"status\":{{\"token\":\"{TOKEN}\"}}}}'\n"
-        ),
+    exec_kubeconfig(d, server, TOKEN)
+}
+
+/// The fake cluster's Service `vllm` in `llm`: one ready pod (the simulator on 127.0.0.1)
+/// and one not ready.
+fn sim_slice(port: u16) -> Value {
+    endpoint_slice(
+        "llm",
+        "vllm",
+        "vllm-x1",
+        port,
+        &[
+            ("127.0.0.1", true, Some("vllm-7f9c-abcde")),
+            ("127.0.0.9", false, Some("vllm-7f9c-unready")),
+        ],
     )
-    .unwrap();
-    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let p = d.join("kubeconfig");
-    std::fs::write(
-        &p,
-        format!(
-            "apiVersion: v1
-kind: Config
-current-context: laptop
-clusters:
-- {{name: eks, cluster: {{server: {server}}}}}
-- {{name: nowhere, cluster: {{server: 'http://127.0.0.1:9'}}}}
-contexts:
-- {{name: laptop, context: {{cluster: nowhere, user: eks-user}}}}
-- {{name: eks-prod, context: {{cluster: eks, user: eks-user, namespace: llm}}}}
-users:
-- name: eks-user
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: {}
-      args: [eks, get-token, --cluster-name, prod]
-      interactiveMode: Never
-",
-            plugin.display()
-        ),
-    )
-    .unwrap();
-    p
 }
 
 /// The YAML documents of a file, as JSON.
@@ -345,17 +323,7 @@ fn monitor_scrapes_the_pods_of_a_service_found_through_its_endpoint_slices() {
     let port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
     let rt = runtime();
     let api = rt.block_on(FakeApi::start(TOKEN));
-    api.apply(
-        SLICES,
-        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "vllm-x1", "namespace": "llm", "labels": {"kubernetes.io/service-name": "vllm"}},
-            "addressType": "IPv4",
-            "endpoints": [
-                {"addresses": ["127.0.0.1"], "conditions": {"ready": true}, "targetRef": {"kind": "Pod", "name": "vllm-7f9c-abcde"}},
-                {"addresses": ["127.0.0.9"], "conditions": {"ready": false}, "targetRef": {"kind": "Pod", "name": "vllm-7f9c-unready"}},
-            ],
-            "ports": [{"name": "http", "port": port, "protocol": "TCP"}]}),
-    );
+    api.apply(SLICES, sim_slice(port));
     let d = tmp("kube", "monitor");
     std::fs::create_dir_all(&d).unwrap();
     let config = kubeconfig(&d, api.url());
@@ -401,14 +369,7 @@ fn the_scaler_finds_a_service_s_pods_through_a_kubeconfig_context() {
     let port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
     let rt = runtime();
     let api = rt.block_on(FakeApi::start(TOKEN));
-    api.apply(
-        SLICES,
-        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "vllm-x1", "namespace": "llm", "labels": {"kubernetes.io/service-name": "vllm"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-            "ports": [{"name": "http", "port": port}]}),
-    );
+    api.apply(SLICES, sim_slice(port));
     let d = tmp("kube", "scaler");
     std::fs::create_dir_all(&d).unwrap();
     let config = kubeconfig(&d, api.url());

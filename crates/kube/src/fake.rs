@@ -416,3 +416,110 @@ impl FakeApi {
         )
     }
 }
+
+/// The collection of a namespace's EndpointSlices, as the API serves it.
+pub fn slices_of(namespace: &str) -> String {
+    format!("/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices")
+}
+
+/// An EndpointSlice of `service` in `namespace`, port `http` = `port`, with these endpoints:
+/// `(address, ready, pod name)`.
+pub fn endpoint_slice(
+    namespace: &str,
+    service: &str,
+    name: &str,
+    port: u16,
+    endpoints: &[(&str, bool, Option<&str>)],
+) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints.iter().map(|(a, ready, pod)| {
+            let mut e = json!({
+                "addresses": [a],
+                "conditions": {"ready": ready, "serving": ready, "terminating": false},
+            });
+            if let Some(p) = pod {
+                e["targetRef"] = json!({"kind": "Pod", "name": p, "namespace": namespace});
+            }
+            e
+        }).collect::<Vec<_>>(),
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    })
+}
+
+/// Writes, in `dir`, an exec credential plugin (a script shaped like `aws eks get-token`
+/// that logs its arguments and environment to `dir/calls` and prints an ExecCredential
+/// carrying `token`) and a kubeconfig whose current context `laptop` points nowhere and
+/// whose context `eks-prod` (namespace `llm`) reaches `server` as the plugin's user. Returns
+/// the kubeconfig's path.
+///
+/// # Panics
+///
+/// When the files cannot be written.
+pub fn exec_kubeconfig(dir: &std::path::Path, server: &str, token: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let plugin = dir.join("get-token");
+    let write = |p: &std::path::Path, text: String| {
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    };
+    write(
+        &plugin,
+        format!(
+            "#!/bin/sh\necho \"$* cluster=$AWS_CLUSTER info=${{KUBERNETES_EXEC_INFO:+set}}\" >> {}\nprintf '%s' '{{\"kind\":\"ExecCredential\",\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"spec\":{{}},\"status\":{{\"expirationTimestamp\":\"2099-01-01T00:00:00Z\",\"token\":\"{token}\"}}}}'\n",
+            dir.join("calls").display()
+        ),
+    );
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{}: {e}", plugin.display()));
+    let config = dir.join("kubeconfig");
+    write(
+        &config,
+        format!(
+            "apiVersion: v1
+kind: Config
+current-context: laptop
+clusters:
+- name: eks
+  cluster:
+    server: {server}
+- name: nowhere
+  cluster:
+    server: http://127.0.0.1:9
+contexts:
+- name: laptop
+  context: {{cluster: nowhere, user: static}}
+- name: eks-prod
+  context: {{cluster: eks, user: eks-user, namespace: llm}}
+users:
+- name: static
+  user: {{token: wrong}}
+- name: eks-user
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: {}
+      args: [eks, get-token, --cluster-name, prod]
+      env:
+      - {{name: AWS_CLUSTER, value: prod}}
+      interactiveMode: Never
+",
+            plugin.display()
+        ),
+    );
+    config
+}
+
+/// [`endpoint_slice`] of Service `vllm` in `llm`, endpoints `(address, ready)` without pod
+/// names: what most tests need.
+pub fn vllm_slice(name: &str, port: u16, endpoints: &[(&str, bool)]) -> Value {
+    let e: Vec<(&str, bool, Option<&str>)> =
+        endpoints.iter().map(|(a, r)| (*a, *r, None)).collect();
+    endpoint_slice("llm", "vllm", name, port, &e)
+}

@@ -7,30 +7,11 @@
 
 use std::time::Duration;
 
-use inferscale_kube::fake::FakeApi;
+use inferscale_kube::fake::{FakeApi, vllm_slice as slice};
 use inferscale_kube::{Access, Discovery, Kube};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices";
-
-fn slice(name: &str, port: u16, endpoints: &[(&str, bool)]) -> Value {
-    json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": name,
-            "namespace": "llm",
-            "labels": {"kubernetes.io/service-name": "vllm"},
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints.iter().map(|(a, ready)| json!({
-            "addresses": [a],
-            "conditions": {"ready": ready, "serving": ready, "terminating": false},
-            "targetRef": {"kind": "Pod", "name": format!("pod-{a}")},
-        })).collect::<Vec<_>>(),
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-    })
-}
 
 fn token_file(name: &str, token: &str) -> std::path::PathBuf {
     let p = std::env::temp_dir().join(format!(

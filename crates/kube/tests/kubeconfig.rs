@@ -5,14 +5,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use inferscale_kube::fake::FakeApi;
+use inferscale_kube::fake::{FakeApi, endpoint_slice, exec_kubeconfig, slices_of};
 use inferscale_kube::{Access, Discovery, Kube};
-use serde_json::json;
-
-const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices";
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -24,77 +20,15 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-/// A plugin that logs its arguments and environment, then prints an ExecCredential.
-fn plugin(d: &Path) -> PathBuf {
-    let p = d.join("get-token");
-    std::fs::write(
-        &p,
-        format!(
-            "#!/bin/sh\necho \"$* cluster=$AWS_CLUSTER info=${{KUBERNETES_EXEC_INFO:+set}}\" >> {}\nprintf '%s' '{{\"kind\":\"ExecCredential\",\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"spec\":{{}},\"status\":{{\"expirationTimestamp\":\"2099-01-01T00:00:00Z\",\"token\":\"k8s-aws-v1.exec-token\"}}}}'\n",
-            d.join("calls").display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
-}
-
-fn kubeconfig(d: &Path, server: &str, plugin: &Path) -> PathBuf {
-    let p = d.join("config");
-    std::fs::write(
-        &p,
-        format!(
-            "apiVersion: v1
-kind: Config
-current-context: laptop
-clusters:
-- name: eks
-  cluster:
-    server: {server}
-- name: nowhere
-  cluster:
-    server: http://127.0.0.1:9
-contexts:
-- name: laptop
-  context: {{cluster: nowhere, user: static}}
-- name: eks-prod
-  context: {{cluster: eks, user: eks-user, namespace: llm}}
-users:
-- name: static
-  user: {{token: wrong}}
-- name: eks-user
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: {}
-      args: [eks, get-token, --cluster-name, prod]
-      env:
-      - {{name: AWS_CLUSTER, value: prod}}
-      interactiveMode: Never
-",
-            plugin.display()
-        ),
-    )
-    .unwrap();
-    p
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exec_credential_plugin_authenticates_the_context_asked_for() {
     let api = FakeApi::start("k8s-aws-v1.exec-token").await;
     api.apply(
-        SLICES,
-        json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "vllm-a", "namespace": "llm",
-                "labels": {"kubernetes.io/service-name": "vllm"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}],
-            "ports": [{"name": "http", "port": 8000}],
-        }),
+        &slices_of("llm"),
+        endpoint_slice("llm", "vllm", "vllm-a", 8000, &[("10.0.0.1", true, None)]),
     );
     let d = dir("exec");
-    let config = kubeconfig(&d, api.url(), &plugin(&d));
+    let config = exec_kubeconfig(&d, api.url(), "k8s-aws-v1.exec-token");
     let kube = Kube::connect(&Access {
         kubeconfig: Some(config.clone()),
         context: Some("eks-prod".into()),

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use inferscale_clock::Instant;
 
-use inferscale_kube::fake::FakeApi;
+use inferscale_kube::fake::{FakeApi, vllm_slice as slice};
 use inferscale_kube::{Access, Kube};
 use inferscale_scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use inferscale_scaler::{Options, Scaler};
-use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -21,24 +20,6 @@ mod common;
 use common::pod_at;
 
 const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices";
-
-fn slice(name: &str, port: u16, endpoints: &[(&str, bool)]) -> Value {
-    json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": name,
-            "namespace": "llm",
-            "labels": {"kubernetes.io/service-name": "vllm"},
-        },
-        "addressType": "IPv4",
-        "endpoints": endpoints.iter().map(|(a, ready)| json!({
-            "addresses": [a],
-            "conditions": {"ready": ready},
-        })).collect::<Vec<_>>(),
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keda_gets_the_sum_of_the_services_ready_pods() {
