@@ -184,12 +184,18 @@ fn in_tmux_it_shows_a_loaded_fleet_and_answers_its_keys() {
     }
     let tmux = Tmux::new("monitor");
     tmux.start(&cmd);
-    // The fleet as the monitor reads it: both replicas up, a queue on each, two GPUs.
+    // The fleet as the monitor reads it: both replicas up, a queue on each, two GPUs, a row
+    // per replica and the rules. The whole frame is waited for: a capture can catch the
+    // terminal half redrawn (the top of a new frame over the bottom of the first, empty
+    // one), which is the terminal's timing, not the monitor's.
     let screen = tmux.wait_for(Duration::from_secs(60), "two loaded replicas", |sc| {
         sc.contains("2/2 replicas up")
             && value_after(sc, "queue").is_some_and(|q| q >= 4.0)
             && sc.contains("inferscale-sim-0/0")
             && sc.contains("inferscale-sim-1/0")
+            && sc.contains("vllm-0")
+            && sc.contains("vllm-1")
+            && sc.contains("HighQueueDepth")
     });
     for want in [
         "Tier 1 · service",
