@@ -26,28 +26,60 @@ pub enum Primary {
     ArrivalRate,
     /// Requests waiting per pod: the seeds' trigger.
     Queue,
+    /// Requests in flight at an inference gateway's endpoint picker (llm-d's router): those
+    /// it dispatched and that have not finished, plus those its flow control holds, per pod.
+    GatewayInFlight,
+    /// The endpoint picker's token backlog: the uncached prompt tokens of the requests it
+    /// dispatched and that have not finished, per pod.
+    GatewayTokens,
 }
 
 impl Primary {
     /// Every primary, the proportional ones first.
-    pub const ALL: [Primary; 3] = [Primary::InFlight, Primary::ArrivalRate, Primary::Queue];
+    pub const ALL: [Primary; 5] = [
+        Primary::InFlight,
+        Primary::ArrivalRate,
+        Primary::GatewayInFlight,
+        Primary::GatewayTokens,
+        Primary::Queue,
+    ];
 
-    /// The name on the command line and in files (`in-flight`, `arrival-rate`, `queue`).
+    /// The name on the command line and in files (`in-flight`, `arrival-rate`, `queue`,
+    /// `gateway-in-flight`, `gateway-tokens`).
     pub fn key(self) -> &'static str {
         match self {
             Primary::InFlight => "in-flight",
             Primary::ArrivalRate => "arrival-rate",
             Primary::Queue => "queue",
+            Primary::GatewayInFlight => "gateway-in-flight",
+            Primary::GatewayTokens => "gateway-tokens",
         }
     }
 
     /// The unit of its target.
     pub fn unit(self) -> &'static str {
         match self {
-            Primary::InFlight => "requests in flight",
+            Primary::InFlight | Primary::GatewayInFlight => "requests in flight",
             Primary::ArrivalRate => "req/s",
             Primary::Queue => "requests waiting",
+            Primary::GatewayTokens => "prompt tokens in flight",
         }
+    }
+
+    /// What it reads, in words.
+    pub fn about(self) -> &'static str {
+        match self {
+            Primary::InFlight => "requests in flight",
+            Primary::ArrivalRate => "arrival rate",
+            Primary::Queue => "queue",
+            Primary::GatewayInFlight => "the gateway's requests in flight",
+            Primary::GatewayTokens => "the gateway's token backlog",
+        }
+    }
+
+    /// Whether it is read from an inference gateway's endpoint picker.
+    pub fn at_gateway(self) -> bool {
+        matches!(self, Primary::GatewayInFlight | Primary::GatewayTokens)
     }
 }
 
@@ -193,6 +225,34 @@ impl Policy {
                     ),
                 );
                 r.max(0.01)
+            }
+            Primary::GatewayInFlight => {
+                let l = sig3(u * capacity_rps * w);
+                reasons.insert(
+                    "target".into(),
+                    format!(
+                        "Little's law, counted at the inference gateway: a replica carrying {:.0} % of its {capacity_rps:.1} req/s holds about {:.0} % × {capacity_rps:.1} req/s × {w:.2} s (the healthy step's {which} latency) = {l} requests in flight, dispatched or held by the gateway's flow control; the HPA asks for ceil(in flight / {l}) replicas",
+                        u * 100.0,
+                        u * 100.0
+                    ),
+                );
+                l.max(1.0)
+            }
+            Primary::GatewayTokens => {
+                let requests = u * capacity_rps * w;
+                let (prompt, known) = match t.workload.prompt_tokens_mean {
+                    Some(p) if p > 0.0 => (p, "the measured mean prompt"),
+                    _ => (1.0, "no prompt length was recorded: one token a request"),
+                };
+                let k = sig3(requests * prompt);
+                reasons.insert(
+                    "target".into(),
+                    format!(
+                        "Little's law in prompt tokens: {:.0} % × {capacity_rps:.1} req/s × {w:.2} s (the healthy step's {which} latency) = {requests:.1} requests in flight × {prompt:.0} tokens ({known}) = {k} uncached prompt tokens dispatched per pod; the HPA asks for ceil(backlog / {k}) replicas, so long prompts weigh more than short ones",
+                        u * 100.0
+                    ),
+                );
+                k.max(1.0)
             }
             Primary::Queue => {
                 let q = f64::from(t.scale_out.queue_depth_per_pod);

@@ -648,6 +648,8 @@ struct Requests {
     deadlines: VecDeque<(f64, usize, u64)>,
     retries: BinaryHeap<Reverse<Retry>>,
     rng: Rng,
+    /// What the modelled endpoint picker measures, when a trigger or rule reads it.
+    epp: Option<EppLatencies>,
 }
 
 impl Requests {
@@ -672,6 +674,7 @@ impl Requests {
             deadlines: VecDeque::new(),
             retries: BinaryHeap::new(),
             rng: Rng::new(mix(&[setup.seed, 0x7265_7472])),
+            epp: None,
         }
     }
 
@@ -774,6 +777,11 @@ impl Requests {
             // Only a client that gave up aborts (counted when it did).
             return;
         }
+        if let Some(epp) = &mut self.epp {
+            // The gateway sees each attempt as its own request.
+            let ev = &e.event;
+            epp.observe(ev.arrival, ev.first_token, ev.t, ev.output_tokens);
+        }
         let first = if self.client.tracks() {
             match self.live.remove(&(e.replica, e.event.id)) {
                 Some(a) => a.first,
@@ -868,34 +876,145 @@ fn epp_target(ns: &str, service: &str) -> Labels {
     ])
 }
 
+/// One endpoint of the pool, as the modelled endpoint picker sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EppEndpoint {
+    /// The pod's name.
+    pub name: String,
+    /// Requests waiting in its engine.
+    pub waiting: f64,
+    /// Requests running in its engine.
+    pub running: f64,
+    /// Its KV-cache usage, 0 to 1.
+    pub kv: f64,
+}
+
+/// A cumulative histogram in one family's buckets (`+Inf` last).
+#[derive(Debug, Clone, PartialEq)]
+struct Cumulative {
+    bounds: &'static [f64],
+    counts: Vec<u64>,
+    sum: f64,
+    n: u64,
+}
+
+impl Cumulative {
+    fn new(signal: inferscale_catalog::gateway::GatewaySignal) -> Cumulative {
+        let bounds = inferscale_catalog::gateway::family(signal).buckets;
+        Cumulative {
+            bounds,
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
+            n: 0,
+        }
+    }
+
+    fn observe(&mut self, v: f64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.counts[i] += 1;
+        self.sum += v;
+        self.n += 1;
+    }
+
+    fn write(&self, name: &str, labels: &str, out: &mut String) {
+        out.push_str(&format!("# TYPE {name} histogram\n"));
+        let mut acc = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            acc += c;
+            let le = self
+                .bounds
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), |b| format!("{b}"));
+            out.push_str(&format!("{name}_bucket{{{labels},le=\"{le}\"}} {acc}\n"));
+        }
+        out.push_str(&format!("{name}_sum{{{labels}}} {}\n", self.sum));
+        out.push_str(&format!("{name}_count{{{labels}}} {}\n", self.n));
+    }
+}
+
+/// What the modelled endpoint picker measures of the requests it forwarded, as the router
+/// does: TTFT from the request's arrival to its first token, NTPOT (end-to-end over output
+/// tokens) and, for requests of two tokens or more, TPOT (after the first token, per token).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EppLatencies {
+    ttft: Cumulative,
+    ntpot: Cumulative,
+    tpot: Cumulative,
+}
+
+impl Default for EppLatencies {
+    fn default() -> Self {
+        use inferscale_catalog::gateway::GatewaySignal as G;
+        EppLatencies {
+            ttft: Cumulative::new(G::Ttft),
+            ntpot: Cumulative::new(G::Ntpot),
+            tpot: Cumulative::new(G::Tpot),
+        }
+    }
+}
+
+impl EppLatencies {
+    /// A request that arrived at `arrival`, had its first token at `first_token` and ended
+    /// at `end` after `output_tokens` tokens.
+    pub fn observe(
+        &mut self,
+        arrival: f64,
+        first_token: Option<f64>,
+        end: f64,
+        output_tokens: u32,
+    ) {
+        let Some(first) = first_token else {
+            return;
+        };
+        self.ttft.observe((first - arrival).max(0.0));
+        if output_tokens > 0 {
+            self.ntpot
+                .observe((end - arrival).max(0.0) / f64::from(output_tokens));
+        }
+        if output_tokens > 1 {
+            self.tpot
+                .observe((end - first).max(0.0) / f64::from(output_tokens - 1));
+        }
+    }
+}
+
 /// What an inference gateway's endpoint picker (llm-d's router) would serve for the
-/// replicas ready at `t`, in its own names, for a ScaledObject that reads them. The model:
+/// `endpoints` ready at a scrape, in its own names, for a ScaledObject that reads them. The
+/// model:
 /// - the pool saturation is the default utilization detector's, exactly (the mean over
 ///   endpoints of `max(waiting / 5, kv / 0.8)`; an empty pool reads 1.0);
 /// - the flow-control queue holds what the detector would not dispatch: each endpoint's
 ///   waiting requests beyond its queue threshold (5). The rehearsal's requests still wait
 ///   in the engines, so latency is as without a gateway; only where they are counted moves;
 /// - running is what was dispatched and not finished (the engines' running and waiting, less
-///   what the gateway holds).
-pub fn epp_exposition(pool: &str, endpoints: &[(f64, f64, f64)]) -> String {
+///   what the gateway holds);
+/// - the in-flight tokens of an endpoint are its dispatched requests' uncached prompt tokens
+///   (`prompt_tokens` each: the rehearsal's prompts share no prefix), the in-flight load
+///   producer's default (no output estimate);
+/// - the latency histograms are `latencies`, cumulative since the start.
+pub fn epp_exposition(
+    pool: &str,
+    endpoints: &[EppEndpoint],
+    prompt_tokens: f64,
+    latencies: Option<&EppLatencies>,
+) -> String {
     use inferscale_catalog::gateway::{
         GatewaySignal as G, QUEUE_DEPTH_THRESHOLD, family, pool_saturation,
     };
     let n = endpoints.len().max(1) as f64;
-    let held: f64 = endpoints
-        .iter()
-        .map(|(w, _, _)| (w - QUEUE_DEPTH_THRESHOLD).max(0.0))
-        .sum();
-    let outstanding: f64 = endpoints.iter().map(|(w, r, _)| w + r).sum();
+    let held_at = |e: &EppEndpoint| (e.waiting - QUEUE_DEPTH_THRESHOLD).max(0.0);
+    let held: f64 = endpoints.iter().map(held_at).sum();
+    let outstanding: f64 = endpoints.iter().map(|e| e.waiting + e.running).sum();
     let saturation = pool_saturation(
         &endpoints
             .iter()
-            .map(|(w, _, kv)| (*w, *kv))
+            .map(|e| (e.waiting, e.kv))
             .collect::<Vec<_>>(),
     );
-    let mean = |f: &dyn Fn(&(f64, f64, f64)) -> f64| endpoints.iter().map(f).sum::<f64>() / n;
+    let mean = |f: &dyn Fn(&EppEndpoint) -> f64| endpoints.iter().map(f).sum::<f64>() / n;
     let q = inferscale_promql::quote(pool);
     let model = "model_name=\"model\",target_model_name=\"model\"";
+    let flow = "fairness_id=\"default\",priority=\"0\"";
     let mut out = String::new();
     let mut gauge = |s: G, labels: String, v: f64| {
         let f = family(s);
@@ -906,7 +1025,7 @@ pub fn epp_exposition(pool: &str, endpoints: &[(f64, f64, f64)]) -> String {
     };
     gauge(
         G::QueueHeld,
-        format!("fairness_id=\"default\",priority=\"0\",inference_pool={q},{model}"),
+        format!("{flow},inference_pool={q},{model}"),
         held,
     );
     gauge(
@@ -914,19 +1033,36 @@ pub fn epp_exposition(pool: &str, endpoints: &[(f64, f64, f64)]) -> String {
         format!("inference_pool={q},stage=\"effective\""),
         saturation,
     );
-    gauge(
-        G::Running,
-        format!("{model},fairness_id=\"default\",priority=\"0\""),
-        outstanding - held,
-    );
-    gauge(G::AverageQueue, format!("name={q}"), mean(&|e| e.0));
-    gauge(G::AverageRunning, format!("name={q}"), mean(&|e| e.1));
-    gauge(G::AverageKvCache, format!("name={q}"), mean(&|e| e.2));
+    gauge(G::Running, format!("{model},{flow}"), outstanding - held);
+    gauge(G::AverageQueue, format!("name={q}"), mean(&|e| e.waiting));
+    gauge(G::AverageRunning, format!("name={q}"), mean(&|e| e.running));
+    gauge(G::AverageKvCache, format!("name={q}"), mean(&|e| e.kv));
     gauge(
         G::ReadyEndpoints,
         format!("name={q}"),
         endpoints.len() as f64,
     );
+    let tokens = family(G::InflightTokens).name;
+    out.push_str(&format!("# TYPE {tokens} gauge\n"));
+    for e in endpoints {
+        let dispatched = e.waiting + e.running - held_at(e);
+        out.push_str(&format!(
+            "{tokens}{{endpoint_name={},producer_name=\"inflight-load\",{flow}}} {}\n",
+            inferscale_promql::quote(&e.name),
+            dispatched * prompt_tokens
+        ));
+    }
+    if let Some(l) = latencies {
+        l.ttft.write(
+            family(G::Ttft).name,
+            &format!("{model},{flow},streaming=\"true\""),
+            &mut out,
+        );
+        l.ntpot
+            .write(family(G::Ntpot).name, &format!("{model},{flow}"), &mut out);
+        l.tpot
+            .write(family(G::Tpot).name, &format!("{model},{flow}"), &mut out);
+    }
     out
 }
 
@@ -1006,16 +1142,27 @@ impl Control<'_> {
             .iter()
             .any(|f| (self.keep)(f.name))
         {
-            let endpoints: Vec<(f64, f64, f64)> = fleet
+            let endpoints: Vec<EppEndpoint> = fleet
                 .replicas()
                 .iter()
                 .filter(|r| r.serving(t))
                 .map(|r| {
                     let s = r.engine.stats();
-                    (f64::from(s.waiting), f64::from(s.running), s.kv_usage)
+                    EppEndpoint {
+                        name: format!("{svc}-{}", r.id),
+                        waiting: f64::from(s.waiting),
+                        running: f64::from(s.running),
+                        kv: s.kv_usage,
+                    }
                 })
                 .collect();
-            let text = epp_exposition(svc, &endpoints);
+            let requests = self.requests.borrow();
+            let text = epp_exposition(
+                svc,
+                &endpoints,
+                f64::from(self.spec.prompt_tokens),
+                requests.epp.as_ref(),
+            );
             if let Ok(exp) = inferscale_promtext::parse(text.as_bytes()) {
                 store.scrape(&epp_target(ns, svc), at, Some(&exp));
             }
@@ -1409,6 +1556,15 @@ pub fn rehearse(
         next[i] = if i == ROW { *p } else { p * phase.next_f64() };
     }
     let requests = RefCell::new(Requests::new(setup));
+    {
+        use inferscale_catalog::gateway::{GatewaySignal as G, family};
+        if [G::Ttft, G::Ntpot, G::Tpot]
+            .iter()
+            .any(|g| keep(family(*g).name))
+        {
+            requests.borrow_mut().epp = Some(EppLatencies::default());
+        }
+    }
     let reports = keda
         .triggers
         .iter()
@@ -1637,5 +1793,68 @@ fn verdict(
         events: all_events,
         alerts: control.alerts,
         judged_by_arrival: req.bins,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_modelled_picker_serves_its_histograms_and_each_endpoint_s_tokens() {
+        let mut l = EppLatencies::default();
+        // 0.3 s to the first token, 100 tokens in 2.3 s: NTPOT 0.023, TPOT 2.0 / 99.
+        l.observe(10.0, Some(10.3), 12.3, 100);
+        // No first token (refused at once): not observed at all.
+        l.observe(11.0, None, 11.0, 0);
+        // One token: TTFT and NTPOT, no TPOT.
+        l.observe(12.0, Some(12.04), 12.04, 1);
+        let endpoints = [
+            EppEndpoint {
+                name: "vllm-0".into(),
+                waiting: 8.0,
+                running: 4.0,
+                kv: 0.4,
+            },
+            EppEndpoint {
+                name: "vllm-1".into(),
+                waiting: 0.0,
+                running: 2.0,
+                kv: 0.1,
+            },
+        ];
+        let text = epp_exposition("vllm", &endpoints, 35.0, Some(&l));
+        let exp = inferscale_promtext::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let value = |name: &str, label: (&str, &str)| {
+            exp.samples_named(name)
+                .find(|s| s.label(label.0) == Some(label.1))
+                .map(|s| s.value())
+        };
+        // vllm-0 holds 3 beyond the detector's 5 at the gateway: 9 dispatched × 35 tokens.
+        let tokens = "llm_d_epp_inflight_tokens";
+        assert_eq!(value(tokens, ("endpoint_name", "vllm-0")), Some(315.0));
+        assert_eq!(value(tokens, ("endpoint_name", "vllm-1")), Some(70.0));
+        assert_eq!(
+            value("llm_d_epp_flow_control_queue_size", ("priority", "0")),
+            Some(3.0)
+        );
+        let ttft = "llm_d_epp_request_ttft_seconds_bucket";
+        assert_eq!(value(ttft, ("le", "0.025")), Some(0.0));
+        assert_eq!(value(ttft, ("le", "0.05")), Some(1.0));
+        assert_eq!(value(ttft, ("le", "0.4")), Some(2.0));
+        assert_eq!(value(ttft, ("le", "+Inf")), Some(2.0));
+        let ntpot = "llm_d_epp_request_ntpot_seconds_bucket";
+        assert_eq!(value(ntpot, ("le", "0.02")), Some(0.0));
+        assert_eq!(value(ntpot, ("le", "0.05")), Some(2.0));
+        assert_eq!(
+            value(
+                "llm_d_epp_request_streaming_tpot_seconds_count",
+                ("priority", "0")
+            ),
+            Some(1.0)
+        );
+        // Without a reader of the latencies, no histogram is served.
+        let bare = epp_exposition("vllm", &endpoints, 35.0, None);
+        assert!(!bare.contains("_bucket"), "{bare}");
     }
 }

@@ -5,7 +5,7 @@
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{DEFAULT_UTILISATION, Policy, Primary};
 use inferscale_catalog::Signal;
-use inferscale_catalog::gateway::{self, GatewaySignal};
+use inferscale_catalog::gateway::GatewaySignal;
 use inferscale_manifests::objects::{ScaledObject, Trigger};
 use inferscale_manifests::promql::{self as q, Sel};
 use inferscale_manifests::{Options, keda};
@@ -14,7 +14,8 @@ use inferscale_manifests::{Options, keda};
 #[derive(Debug, Clone)]
 pub struct Derived {
     /// `queue`, `in-flight`, `arrival-rate`, `running`, `kv-cache`, `gpu-util`, `p95-e2e`,
-    /// `p95-queue-time`, and the gateway's `epp-queue` and `epp-saturation`.
+    /// `p95-queue-time`, and the gateway's `epp-queue`, `epp-saturation`, `epp-tokens` and
+    /// `epp-slo`.
     pub name: &'static str,
     /// The trigger in words.
     pub about: String,
@@ -175,7 +176,7 @@ pub fn derived(t: &Thresholds, o: &Options, max_num_seqs: u32, capacity_rps: f64
             ),
         ),
     ];
-    let gateway = gateway(o, inflight.target);
+    let gateway = gateway(t, o, &inflight, capacity_rps);
     list.into_iter()
         .filter(|(name, _, _)| needs(name).iter().all(|s| sel.serves(*s)))
         .map(|(name, about, tr)| (name, about, vec![tr]))
@@ -208,7 +209,7 @@ pub fn gateway_object(t: &Thresholds, o: &Options, capacity_rps: f64) -> ScaledO
         startup,
         1,
     );
-    if let Some((_, _, triggers)) = gateway(o, inflight.target)
+    if let Some((_, _, triggers)) = gateway(t, o, &inflight, capacity_rps)
         .into_iter()
         .find(|(name, _, _)| *name == "epp-queue")
     {
@@ -217,25 +218,41 @@ pub fn gateway_object(t: &Thresholds, o: &Options, capacity_rps: f64) -> ScaledO
     object
 }
 
-/// A query on the endpoint picker's `family` for the pool the Deployment serves: `agg` over
-/// its series in the namespace, by the pool's label or, for the running requests (which carry
-/// none), the picker's Service.
-pub fn epp_query(agg: &str, signal: GatewaySignal, o: &Options) -> String {
-    let f = gateway::family(signal);
-    let by = if f.labels.contains(&"inference_pool") {
-        ("inference_pool", o.deployment.clone())
-    } else {
-        ("service", format!("{}-epp", o.deployment))
-    };
-    let sel = Sel::exact(&[("namespace", &o.namespace), (by.0, &by.1)]);
-    format!("{agg}({}{})", f.name, sel.braces())
+/// The SLO-ratio targets from the measurement: TTFT against the scale-out TTFT guardrail, and
+/// NTPOT (end-to-end over output tokens) against the end-to-end guardrail over the mean
+/// output; each `None` where the run did not measure what it needs.
+pub fn slo_targets(t: &Thresholds) -> (Option<f64>, Option<f64>) {
+    let ntpot = t
+        .workload
+        .output_tokens_mean
+        .filter(|n| *n >= 1.0)
+        .map(|n| t.scale_out.p95_e2e_seconds / n);
+    (t.scale_out.p95_ttft_seconds, ntpot)
 }
 
-/// The signals of an inference gateway's endpoint picker (llm-d's router), as llm-d's KEDA
-/// guide shapes them, with the running requests' target from the measurement rather than
-/// its constant 16.
-fn gateway(o: &Options, inflight_target: f64) -> Vec<(&'static str, String, Vec<Trigger>)> {
-    vec![
+/// `(P90 of the endpoint picker's `signal` over a minute) / slo`, 0 when no request finished
+/// in the minute (the quantile of no requests is NaN).
+fn slo_ratio(signal: GatewaySignal, slo: f64, o: &Options) -> String {
+    format!(
+        "(({}) / {slo} >= 0) or on() vector(0)",
+        q::epp_quantile(0.9, signal, &o.namespace, &o.deployment, "1m")
+    )
+}
+
+/// The signals of an inference gateway's endpoint picker (llm-d's router): the flow-control
+/// queue and running requests as llm-d's KEDA guide shapes them (the running target from the
+/// measurement rather than its constant 16), the pool saturation, the token backlog, and the
+/// SLO ratio llm-d's workload-variant autoscaler computes (P90 TTFT and NTPOT over their
+/// targets; one `Value` trigger each at 1.0, so the HPA follows the larger ratio).
+fn gateway(
+    t: &Thresholds,
+    o: &Options,
+    inflight: &Policy,
+    capacity_rps: f64,
+) -> Vec<(&'static str, String, Vec<Trigger>)> {
+    let inflight_target = inflight.target;
+    let epp = |agg: &str, s: GatewaySignal| q::epp(agg, s, &o.namespace, &o.deployment);
+    let mut out = vec![
         (
             "epp-queue",
             format!(
@@ -244,14 +261,14 @@ fn gateway(o: &Options, inflight_target: f64) -> Vec<(&'static str, String, Vec<
             vec![
                 trigger(
                     "epp-queue",
-                    epp_query("sum", GatewaySignal::QueueHeld, o),
+                    epp("sum", GatewaySignal::QueueHeld),
                     "AverageValue",
                     1.0,
                     o,
                 ),
                 trigger(
                     "epp-running",
-                    epp_query("sum", GatewaySignal::Running, o),
+                    epp("sum", GatewaySignal::Running),
                     "AverageValue",
                     inflight_target,
                     o,
@@ -263,11 +280,70 @@ fn gateway(o: &Options, inflight_target: f64) -> Vec<(&'static str, String, Vec<
             "the gateway's pool saturation (mean over endpoints of max(queue/5, KV/0.8)), Value 0.7 (llm-d's threshold; a pool mean, so Value, not AverageValue)".to_owned(),
             vec![trigger(
                 "epp-saturation",
-                epp_query("max", GatewaySignal::PoolSaturation, o),
+                epp("max", GatewaySignal::PoolSaturation),
                 "Value",
                 0.7,
                 o,
             )],
         ),
-    ]
+    ];
+    if t.workload.prompt_tokens_mean.is_some() {
+        let tokens = Policy::derive(
+            t,
+            Primary::GatewayTokens,
+            inflight.utilisation.unwrap_or(DEFAULT_UTILISATION),
+            capacity_rps,
+            f64::from(o.cold_start_s),
+            1,
+        );
+        out.push((
+            "epp-tokens",
+            format!(
+                "the gateway's token backlog (uncached prompt tokens dispatched), AverageValue {} per pod (Little's law in prompt tokens)",
+                tokens.target
+            ),
+            vec![trigger(
+                "epp-tokens",
+                epp("sum", GatewaySignal::InflightTokens),
+                "AverageValue",
+                tokens.target,
+                o,
+            )],
+        ));
+    }
+    let (ttft, ntpot) = slo_targets(t);
+    let mut slo = Vec::new();
+    let mut about = Vec::new();
+    if let Some(s) = ttft {
+        slo.push(trigger(
+            "epp-slo-ttft",
+            slo_ratio(GatewaySignal::Ttft, s, o),
+            "Value",
+            1.0,
+            o,
+        ));
+        about.push(format!("P90 TTFT / {s} s"));
+    }
+    if let Some(s) = ntpot {
+        let s = (s * 1e4).round() / 1e4;
+        slo.push(trigger(
+            "epp-slo-ntpot",
+            slo_ratio(GatewaySignal::Ntpot, s, o),
+            "Value",
+            1.0,
+            o,
+        ));
+        about.push(format!("P90 NTPOT / {s} s"));
+    }
+    if !slo.is_empty() {
+        out.push((
+            "epp-slo",
+            format!(
+                "the gateway's SLO ratio ({}; the targets are the measured guardrails), Value 1.0 each (llm-d's workload-variant autoscaler's saturation)",
+                about.join(", ")
+            ),
+            slo,
+        ));
+    }
+    out
 }

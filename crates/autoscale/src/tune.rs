@@ -18,7 +18,9 @@
 //!    primary signal and the cost trims (a shorter scale-down window, faster consolidation,
 //!    no booster), each kept only if it still holds and costs less. A candidate stops at the
 //!    first trace it fails. Every rehearsal uses the same seed, so candidates meet the same
-//!    arrivals.
+//!    arrivals. Behind an inference gateway ([`TuneSetup::gateway`]), the gateway's requests
+//!    in flight and token backlog are candidates beside the engine's signals, read from the
+//!    rehearsal's modelled endpoint picker.
 //! 5. **The transients**: a rise faster than a replica starts (a step, a spike) cannot be met
 //!    by scaling out; for each, what warm replicas it would take, what they cost a day, and
 //!    what share of that step's requests miss without them.
@@ -332,6 +334,10 @@ pub struct TuneSetup {
     pub suite: Vec<Trace>,
     /// The traces reported apart.
     pub held_out: Vec<Trace>,
+    /// The deployment sits behind an inference gateway (llm-d's router): its requests in
+    /// flight and token backlog are candidates too (with the Prometheus scaler only: the
+    /// external scaler reads the pods).
+    pub gateway: bool,
 }
 
 /// A transient set apart on a trace, and what it would take to hold it.
@@ -778,11 +784,7 @@ impl Tuner<'_> {
                 "horizon_s".into(),
                 format!(
                     "the same target on the {} predicted {h} s ahead by a straight line through its last five minutes (predict_linear): a replica asked for now serves in a start-up ({:.0} s) plus the controllers' reaction ({REACTION_S:.0} s), so a rising load is met when it arrives instead of a start-up late; at a steady load the prediction is the load",
-                    match primary {
-                        Primary::InFlight => "requests in flight",
-                        Primary::ArrivalRate => "arrival rate",
-                        Primary::Queue => "queue",
-                    },
+                    primary.about(),
                     self.ts.startup_s
                 ),
             );
@@ -916,6 +918,12 @@ pub fn tune(
         .engine
         .serves(inferscale_catalog::Signal::RequestsOk);
     others.retain(|p| p.primary != Primary::ArrivalRate || counts_requests);
+    if ts.gateway && ts.options.scaler == inferscale_manifests::ScalerKind::Prometheus {
+        others.push(tuner.policy(Primary::GatewayInFlight, u_star, true));
+        if ts.thresholds.workload.prompt_tokens_mean.is_some() {
+            others.push(tuner.policy(Primary::GatewayTokens, u_star, true));
+        }
+    }
     for p in &mut others {
         p.max_replicas = Some(room_star);
     }

@@ -54,6 +54,7 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
         1500.0,
     );
     let ts = TuneSetup {
+        gateway: true,
         base,
         thresholds: t.clone(),
         options: o,
@@ -87,8 +88,15 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
     let u = p.utilisation.unwrap_or_else(|| unreachable!());
     let w = t.healthy.e2e_mean_seconds.unwrap_or_else(|| unreachable!());
     let expected = match p.primary {
-        Primary::InFlight => u * report.capacity_slo_rps * w,
+        Primary::InFlight | Primary::GatewayInFlight => u * report.capacity_slo_rps * w,
         Primary::ArrivalRate => u * report.capacity_slo_rps,
+        Primary::GatewayTokens => {
+            u * report.capacity_slo_rps
+                * w
+                * t.workload
+                    .prompt_tokens_mean
+                    .unwrap_or_else(|| unreachable!())
+        }
         Primary::Queue => unreachable!("the queue is not proportional"),
     };
     assert!(
@@ -106,4 +114,38 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
     assert!(chosen.gpu_hours < report.seeds.gpu_hours, "{report:?}");
     let tuned = p.tuned.unwrap_or_else(|| unreachable!());
     assert_eq!(tuned.steady_flaps, 0);
+    // Behind a gateway, its signals were candidates too, read from the modelled endpoint
+    // picker. Its requests in flight are the engines' (dispatched plus held), so at the same
+    // utilisation and room it scales exactly as the engines' count does.
+    let at = |key: &str| {
+        report
+            .candidates
+            .iter()
+            .find(|c| c.label.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} candidate: {:?}", report.candidates))
+    };
+    assert!(t.workload.prompt_tokens_mean.is_some());
+    assert!(!at("gateway-tokens ahead").results.is_empty());
+    let gateway = at("gateway-in-flight ahead");
+    let shape = |c: &inferscale_autoscale::tune::Evaluated| {
+        c.policy
+            .as_ref()
+            .map(|p| (p.utilisation, p.max_replicas, p.horizon_s))
+    };
+    let engines = report.candidates.iter().find(|c| {
+        c.policy
+            .as_ref()
+            .is_some_and(|p| p.primary == Primary::InFlight)
+            && shape(c) == shape(gateway)
+    });
+    let engines = engines.unwrap_or_else(|| panic!("no in-flight twin of {}", gateway.label));
+    assert!(!gateway.results.is_empty());
+    for (a, b) in engines.results.iter().zip(&gateway.results) {
+        assert_eq!(
+            (a.gpu_hours, a.flaps, a.outcomes),
+            (b.gpu_hours, b.flaps, b.outcomes),
+            "{}",
+            a.trace
+        );
+    }
 }

@@ -10,7 +10,12 @@
 //!   `inference_objective_*` (named `inference_model_*` up to v1.0), `inference_extension_*`.
 //!   The EPP left GIE in June 2026 (a70292c1).
 //!
-//! Every HELP is exposed as `[ALPHA] <text>`; the text is kept here without the prefix.
+//! Every HELP is exposed as `[ALPHA] <text>`; the text is kept here without the prefix. The
+//! histograms' bucket bounds are the router's (TTFT, streaming TPOT, NTPOT).
+//!
+//! The SLO ratio llm-d's workload-variant autoscaler scales on
+//! (`llm-d-workload-variant-autoscaler`, its EPP saturation queries): the pool's P90 TTFT and
+//! P90 NTPOT over one minute, each divided by its SLO; the larger is the saturation.
 //!
 //! What llm-d recommends scaling on (llm-d/llm-d `guides/workload-autoscaling/keda-epp` @
 //! 1890658a): the flow-control queue (`sum`, 1 per replica), the running requests (`sum`, 16
@@ -55,10 +60,12 @@ pub enum GatewaySignal {
     Ttft,
     /// Time per output token of streamed requests, seconds.
     Tpot,
+    /// Normalized time per output token (end-to-end latency over output tokens), seconds.
+    Ntpot,
 }
 
 /// One EPP family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GatewayFamily {
     /// The llm-d router's name.
     pub name: &'static str,
@@ -72,6 +79,8 @@ pub struct GatewayFamily {
     pub help: &'static str,
     /// What it reports.
     pub signal: GatewaySignal,
+    /// A histogram's bucket bounds (`le`, without `+Inf`); empty for the others.
+    pub buckets: &'static [f64],
 }
 
 const MODEL: &[&str] = &["model_name", "target_model_name", "fairness_id", "priority"];
@@ -92,6 +101,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: FLOW,
         help: "Current number of requests actively held in the Flow Control queue.",
         signal: GatewaySignal::QueueHeld,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_flow_control_pool_saturation",
@@ -100,6 +110,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["inference_pool", "stage"],
         help: "Pool saturation signal gating Flow Control dispatch. The stage label partitions by pipeline role: 'prefill' and 'decode' are per-stage signals, 'effective' is max(prefill, decode) and is the value used for gating. 1.0 is the gating set point; values above 1.0 indicate the magnitude of oversubscription past it. An empty pool reads as 1.0. With the default utilization detector, endpoints with missing or stale metrics score as fully saturated (fail-closed; see flow_control_stale_endpoints).",
         signal: GatewaySignal::PoolSaturation,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_request_running",
@@ -108,6 +119,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: MODEL,
         help: "Current number of active running requests.",
         signal: GatewaySignal::Running,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_average_queue_size",
@@ -116,6 +128,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["name"],
         help: "The average number of requests pending in the model server queue.",
         signal: GatewaySignal::AverageQueue,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_average_kv_cache_utilization",
@@ -124,6 +137,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["name"],
         help: "The average kv cache utilization for an inference server pool.",
         signal: GatewaySignal::AverageKvCache,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_average_running_requests",
@@ -132,6 +146,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["name"],
         help: "The average number of running requests across model servers in the pool.",
         signal: GatewaySignal::AverageRunning,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_ready_endpoints",
@@ -140,6 +155,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["name"],
         help: "The number of ready endpoints in the inference server pool.",
         signal: GatewaySignal::ReadyEndpoints,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_per_endpoint_queue_size",
@@ -148,6 +164,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: &["name", "model_server_endpoint"],
         help: "The total number of requests pending in the model server queue for each underlying endpoint.",
         signal: GatewaySignal::EndpointQueue,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_inflight_tokens",
@@ -162,6 +179,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         ],
         help: "Current number of in-flight tokens per endpoint (uncached prompt tokens, optionally plus estimated output), as tracked by the in-flight load producer.",
         signal: GatewaySignal::InflightTokens,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_request_total",
@@ -170,6 +188,7 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: MODEL,
         help: "Total number of processed requests.",
         signal: GatewaySignal::Requests,
+        buckets: &[],
     },
     GatewayFamily {
         name: "llm_d_epp_request_ttft_seconds",
@@ -184,6 +203,10 @@ pub static FAMILIES: &[GatewayFamily] = &[
         ],
         help: "Time to first token in seconds, measured from request received to first response byte. For non-streaming requests, this equals total request duration.",
         signal: GatewaySignal::Ttft,
+        buckets: &[
+            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
+            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0,
+        ],
     },
     GatewayFamily {
         name: "llm_d_epp_request_streaming_tpot_seconds",
@@ -192,6 +215,21 @@ pub static FAMILIES: &[GatewayFamily] = &[
         labels: MODEL,
         help: "Average time per output token in seconds for streaming requests, computed as (e2e - TTFT) / (output_tokens - 1).",
         signal: GatewaySignal::Tpot,
+        buckets: &[
+            0.0005, 0.00205, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.3, 0.4,
+            0.5, 0.6, 0.8, 1.0, 2.0,
+        ],
+    },
+    GatewayFamily {
+        name: "llm_d_epp_request_ntpot_seconds",
+        legacy: "inference_objective_normalized_time_per_output_token_seconds",
+        kind: MetricKind::Histogram,
+        labels: MODEL,
+        help: "Normalized time per output token in seconds (end-to-end latency divided by output token count).",
+        signal: GatewaySignal::Ntpot,
+        buckets: &[
+            0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+        ],
     },
 ];
 

@@ -207,10 +207,13 @@ pub(crate) struct ClusterArgs {
     /// queue (the seeds' shape: queue depth primary).
     #[arg(long, value_enum, value_name = "SIGNAL", default_value_t = ScaleByArg::Tuned)]
     pub(crate) signal: ScaleByArg,
-    /// Also write scaledobject-gateway.yaml: the same replicas and behavior on an inference
-    /// gateway's endpoint picker (llm-d's router, its InferencePool named as --deployment):
-    /// its flow-control queue, 1 per pod, and its running requests, per pod by Little's law
-    /// from the measured capacity. `inferscale rehearse` rehearses it.
+    /// The deployment sits behind an inference gateway (llm-d's router, its InferencePool
+    /// named as --deployment). generate also writes scaledobject-gateway.yaml: the same
+    /// replicas and behavior on the gateway's endpoint picker, its flow-control queue, 1 per
+    /// pod, and its running requests, per pod by Little's law from the measured capacity
+    /// (`inferscale rehearse` rehearses it). tune and run also try scaling on the gateway's
+    /// requests in flight and its token backlog (the rehearsal models the picker; not with
+    /// --scaler external, which reads the pods).
     #[arg(long)]
     pub(crate) gateway: bool,
 }
@@ -228,6 +231,12 @@ pub(crate) enum ScaleByArg {
     ArrivalRate,
     /// The seeds' shape: waiting requests per pod, a p95 queue-time guardrail.
     Queue,
+    /// Requests in flight at an inference gateway's endpoint picker (llm-d's router, its
+    /// InferencePool named as --deployment), per pod, at the in-flight target.
+    GatewayInFlight,
+    /// The gateway's token backlog (uncached prompt tokens dispatched), per pod: the
+    /// in-flight target times the measured mean prompt.
+    GatewayTokens,
 }
 
 /// How the rehearsal's clients behave (`rehearse`, `tune`).

@@ -391,3 +391,40 @@ fn the_gateway_scaledobject_reads_the_endpoint_picker_and_is_rehearsed() {
         .unwrap_or_else(|| panic!("no max_replicas in {v:#}"));
     assert!(most >= 3, "{v:#}");
 }
+
+#[test]
+fn the_gateway_s_signals_are_primaries_for_the_prometheus_scaler_only() {
+    let out = tmp("gateway-primary");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = generate(&out, &["--signal", "gateway-tokens", "--namespace", "llm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("scaledobject.yaml")).unwrap();
+    // The picker's token backlog, by its Service (the family carries no pool label), at
+    // Little's law in prompt tokens.
+    assert!(
+        text.contains(r#"sum(llm_d_epp_inflight_tokens{namespace="llm",service="vllm-epp"})"#),
+        "{text}"
+    );
+    assert!(text.contains("prompt tokens in flight per pod"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+    let o = generate(&out, &["--signal", "gateway-in-flight"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(out.join("scaledobject.yaml")).unwrap();
+    assert!(text.contains("llm_d_epp_request_running"), "{text}");
+    assert!(text.contains("llm_d_epp_flow_control_queue_size"), "{text}");
+    // The external scaler reads the pods: a gateway primary is refused, by name.
+    let _ = std::fs::remove_dir_all(&out);
+    let o = generate(
+        &out,
+        &["--signal", "gateway-in-flight", "--scaler", "external"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("--signal gateway-in-flight: the external scaler reads the model's pods"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join("scaledobject.yaml").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -141,12 +141,20 @@ fn the_built_in_signals_are_rehearsed_side_by_side() {
         "signal:p95-queue-time",
         "signal:epp-queue",
         "signal:epp-saturation",
+        "signal:epp-tokens",
+        "signal:epp-slo",
     ] {
         assert!(text.contains(signal), "{signal}: {text}");
     }
-    // The gateway's signals are read from the rehearsal's endpoint picker: both scale out on
-    // a peak of about 2.7 replicas' worth.
-    for signal in ["signal:epp-queue", "signal:epp-saturation"] {
+    // The gateway's signals are read from the rehearsal's endpoint picker (its gauges, its
+    // in-flight tokens and its latency histograms): each scales out on a peak of about 2.7
+    // replicas' worth.
+    for signal in [
+        "signal:epp-queue",
+        "signal:epp-saturation",
+        "signal:epp-tokens",
+        "signal:epp-slo",
+    ] {
         let block = &text[text.rfind(signal).unwrap()..];
         let block = &block[..block[1..].find("signal:").map_or(block.len(), |i| i + 1)];
         assert!(

@@ -76,6 +76,13 @@ pub fn primary_query(p: &Policy, o: &Options) -> String {
         Primary::InFlight => promql::in_flight(&sel),
         Primary::ArrivalRate => promql::arrival_rate(&sel, ARRIVAL_WINDOW_S),
         Primary::Queue => queue_query(o),
+        Primary::GatewayInFlight => promql::epp_in_flight(&o.namespace, &o.deployment),
+        Primary::GatewayTokens => promql::epp(
+            "sum",
+            inferscale_catalog::gateway::GatewaySignal::InflightTokens,
+            &o.namespace,
+            &o.deployment,
+        ),
     }
 }
 
@@ -182,6 +189,8 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
                 Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.".to_owned(),
                 Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.".to_owned(),
                 Primary::Queue => queue_comment(o),
+                Primary::GatewayInFlight => "Primary trigger: requests in flight at the inference gateway (its endpoint picker, llm-d's router, for the InferencePool named as the Deployment): dispatched and not finished, plus held by its flow control.".to_owned(),
+                Primary::GatewayTokens => "Primary trigger: the inference gateway's token backlog (its endpoint picker's in-flight load producer): uncached prompt tokens dispatched and not finished, summed over the pool's endpoints.".to_owned(),
             },
         );
     let mut triggers = vec![primary];
@@ -239,6 +248,8 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
                 Primary::InFlight => "requests in flight",
                 Primary::ArrivalRate => "requests arriving per second",
                 Primary::Queue => "requests waiting",
+                Primary::GatewayInFlight => "the inference gateway's requests in flight",
+                Primary::GatewayTokens => "the inference gateway's prompt tokens in flight",
             },
             if p.tuned.is_some() {
                 ", as inferscale tune chose and rehearsed it"
@@ -257,8 +268,11 @@ pub fn policy_external_scaled_object(
     o: &Options,
     p: &Policy,
 ) -> Explained<ScaledObject> {
+    // The scaler reads the model's pods, not a gateway: a gateway primary is refused before
+    // (`generate` says so); were one to reach here, the pods' in-flight count is the same
+    // requests counted at the other end.
     let signal = match p.primary {
-        Primary::InFlight => "in_flight",
+        Primary::InFlight | Primary::GatewayInFlight | Primary::GatewayTokens => "in_flight",
         Primary::ArrivalRate => "arrival_rate",
         Primary::Queue => "queue_depth",
     };

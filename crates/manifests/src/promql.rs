@@ -147,6 +147,62 @@ pub fn in_flight(sel: &Sel) -> String {
     )
 }
 
+/// A selector for an inference gateway's endpoint picker `family` serving the pool named
+/// `pool` in `namespace`: by the pool's label where the family carries it, else by the
+/// picker's Service (`<pool>-epp`, the target label Prometheus gives its series).
+pub fn epp_sel(
+    family: &inferscale_catalog::gateway::GatewayFamily,
+    namespace: &str,
+    pool: &str,
+) -> Sel {
+    if family.labels.contains(&"inference_pool") {
+        Sel::exact(&[("namespace", namespace), ("inference_pool", pool)])
+    } else {
+        Sel::exact(&[
+            ("namespace", namespace),
+            ("service", &format!("{pool}-epp")),
+        ])
+    }
+}
+
+/// `agg` over the endpoint picker's `signal` for the pool `pool` in `namespace`.
+pub fn epp(
+    agg: &str,
+    signal: inferscale_catalog::gateway::GatewaySignal,
+    namespace: &str,
+    pool: &str,
+) -> String {
+    let f = inferscale_catalog::gateway::family(signal);
+    format!("{agg}({}{})", f.name, epp_sel(f, namespace, pool).braces())
+}
+
+/// Requests in flight at the endpoint picker: those it dispatched and that have not finished,
+/// plus those its flow control holds (0 where flow control is off and serves no queue).
+pub fn epp_in_flight(namespace: &str, pool: &str) -> String {
+    use inferscale_catalog::gateway::GatewaySignal as G;
+    format!(
+        "{} + ({} or vector(0))",
+        epp("sum", G::Running, namespace, pool),
+        epp("sum", G::QueueHeld, namespace, pool)
+    )
+}
+
+/// The `q`-quantile of the endpoint picker's histogram `signal` over `window`, for the pool.
+pub fn epp_quantile(
+    q: f64,
+    signal: inferscale_catalog::gateway::GatewaySignal,
+    namespace: &str,
+    pool: &str,
+    window: &str,
+) -> String {
+    let f = inferscale_catalog::gateway::family(signal);
+    format!(
+        "histogram_quantile({q}, sum by (le) (rate({}_bucket{}[{window}])))",
+        f.name,
+        epp_sel(f, namespace, pool).braces()
+    )
+}
+
 /// Requests arriving per second on the selected pods, over `window_s`: those that ended
 /// (however they ended) plus the growth of those in flight (requests are conserved), so a
 /// load the pods cannot serve still shows in full.

@@ -219,9 +219,13 @@ fn queries() -> Vec<(String, String)> {
         .collect();
     // The proportional policies' triggers too: requests in flight, arrivals (rate and delta),
     // each predicted ahead by predict_linear over a subquery.
+    // And the inference gateway's (its endpoint picker's requests in flight and token
+    // backlog).
     for primary in [
         inferscale_analysis::scaling::Primary::InFlight,
         inferscale_analysis::scaling::Primary::ArrivalRate,
+        inferscale_analysis::scaling::Primary::GatewayInFlight,
+        inferscale_analysis::scaling::Primary::GatewayTokens,
     ] {
         let mut p =
             inferscale_analysis::scaling::Policy::derive(&thresholds, primary, 0.8, 50.0, 270.0, 1);
@@ -239,6 +243,18 @@ fn queries() -> Vec<(String, String)> {
             .unwrap(),
         ));
     }
+    // The gateway's SLO ratio as compare-signals writes it (P90 over a minute, NaN to 0).
+    let p90 = inferscale_manifests::promql::epp_quantile(
+        0.9,
+        inferscale_catalog::gateway::GatewaySignal::Ttft,
+        "llm",
+        "vllm",
+        "1m",
+    );
+    sources.push((
+        "gateway SLO ratio".into(),
+        format!("query: '(({p90}) / 0.5 >= 0) or on() vector(0)'\n"),
+    ));
     for (name, path) in [
         (
             "seeds: keda-scaledobject.yaml",

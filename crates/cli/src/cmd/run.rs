@@ -202,6 +202,7 @@ fn tune_for_run(
         suite: None,
         held_out: None,
         seed: 1,
+        gateway: a.cluster.gateway,
     })
 }
 

@@ -63,6 +63,7 @@ pub(crate) fn run(a: &TuneArgs) -> Result<ExitCode> {
         suite,
         held_out,
         seed: a.seed,
+        gateway: a.cluster.gateway,
     })?;
     let mut tuned = t.clone();
     if let Some(p) = &policy {

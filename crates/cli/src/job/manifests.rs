@@ -82,6 +82,23 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
             o.engine.title()
         ));
     }
+    if let Some(p) = &o.policy
+        && p.primary.at_gateway()
+    {
+        if o.scaler == inferscale_manifests::ScalerKind::External {
+            return Err(anyhow!(
+                "--signal {}: the external scaler reads the model's pods, not an inference gateway; use --scaler prometheus",
+                p.primary.key()
+            ));
+        }
+        if p.primary == inferscale_analysis::scaling::Primary::GatewayTokens
+            && t.workload.prompt_tokens_mean.is_none()
+        {
+            return Err(anyhow!(
+                "--signal gateway-tokens: the thresholds record no mean prompt length to size the token target from; measure with a run that records usage, or use --signal gateway-in-flight"
+            ));
+        }
+    }
     if let Some(p) = &mut o.policy {
         // The flags win: --min-replicas is the floor written, and --max-replicas the ceiling;
         // without it, the room the tuning needed.
@@ -117,6 +134,8 @@ pub(crate) fn policy(
         }
         ScaleByArg::InFlight => Primary::InFlight,
         ScaleByArg::ArrivalRate => Primary::ArrivalRate,
+        ScaleByArg::GatewayInFlight => Primary::GatewayInFlight,
+        ScaleByArg::GatewayTokens => Primary::GatewayTokens,
     };
     if let Some(p) = t.scaling.as_ref().filter(|p| p.primary == primary) {
         return Some(p.clone());

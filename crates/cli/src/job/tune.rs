@@ -40,6 +40,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) held_out: Option<Vec<Trace>>,
     /// The seed.
     pub(crate) seed: u64,
+    /// The deployment sits behind an inference gateway: its signals are candidates too.
+    pub(crate) gateway: bool,
 }
 
 /// Runs the tuning, its progress on standard error.
@@ -135,6 +137,7 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
         gpus_per_replica: gpus,
         suite,
         held_out,
+        gateway: ask.gateway,
     };
     let model = o.model_name.clone();
     let speaks = inferscale_sim::Speaks::of(o.engine).ok_or_else(|| {
