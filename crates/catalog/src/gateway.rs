@@ -269,6 +269,12 @@ pub struct Reading {
     pub average_kv_cache: Option<f64>,
     /// Ready endpoints.
     pub ready: Option<f64>,
+    /// The token backlog: in-flight tokens summed over the endpoints (the router only).
+    pub inflight_tokens: Option<f64>,
+    /// Mean TTFT since the picker started (`_sum / _count`), seconds.
+    pub ttft_mean_s: Option<f64>,
+    /// Mean NTPOT since the picker started, seconds.
+    pub ntpot_mean_s: Option<f64>,
 }
 
 impl Names {
@@ -321,8 +327,23 @@ pub fn read(exp: &Exposition<'_>) -> Reading {
             .map(|(_, v)| *v)
             .or_else(|| all.iter().map(|(_, v)| *v).reduce(f64::max))
     };
+    let mean = |s: GatewaySignal| {
+        let total = |suffix: &str| {
+            let n = format!("{}{suffix}", name(s));
+            let v: Vec<f64> = exp.samples_named(&n).map(|x| x.value()).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>())
+        };
+        match (total("_sum"), total("_count")) {
+            (Some(sum), Some(n)) if n > 0.0 => Some(sum / n),
+            _ => None,
+        }
+    };
     Reading {
         names: Some(if router { Names::Router } else { Names::Gie }),
+        // GIE served no token gauge (its legacy name is empty): None there.
+        inflight_tokens: sum(GatewaySignal::InflightTokens),
+        ttft_mean_s: mean(GatewaySignal::Ttft),
+        ntpot_mean_s: mean(GatewaySignal::Ntpot),
         families,
         queue_held: sum(GatewaySignal::QueueHeld),
         saturation,

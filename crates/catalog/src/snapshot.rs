@@ -574,7 +574,7 @@ impl serde::Serialize for GatewayJson<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let g = self.0;
-        let mut m = s.serialize_map(Some(8))?;
+        let mut m = s.serialize_map(Some(11))?;
         m.serialize_entry(
             "names",
             match g.names {
@@ -590,6 +590,9 @@ impl serde::Serialize for GatewayJson<'_> {
         m.serialize_entry("average_queue", &Num(g.average_queue))?;
         m.serialize_entry("average_kv_cache", &Num(g.average_kv_cache))?;
         m.serialize_entry("ready_endpoints", &Num(g.ready))?;
+        m.serialize_entry("inflight_tokens", &Num(g.inflight_tokens))?;
+        m.serialize_entry("ttft_mean_seconds", &Num(g.ttft_mean_s))?;
+        m.serialize_entry("ntpot_mean_seconds", &Num(g.ntpot_mean_s))?;
         m.end()
     }
 }

@@ -119,6 +119,20 @@ pub fn render(out: &mut String, title: &str, format: Option<&str>, snap: &Snapsh
                 g.average_kv_cache.map(|v| format!("{:.0} %", v * 100.0)),
             ),
             ("ready endpoints", g.ready.map(|v| format!("{v:.0}"))),
+            (
+                "tokens in flight",
+                g.inflight_tokens.map(|v| format!("{v:.0}")),
+            ),
+            (
+                "mean TTFT",
+                g.ttft_mean_s
+                    .map(|v| format!("{:.0} ms (since start)", v * 1000.0)),
+            ),
+            (
+                "mean NTPOT",
+                g.ntpot_mean_s
+                    .map(|v| format!("{:.1} ms (since start)", v * 1000.0)),
+            ),
         ] {
             let _ = writeln!(out, "    {label:<22} {}", v.unwrap_or_else(|| "-".into()));
         }

@@ -347,13 +347,16 @@ fn an_endpoint_picker_s_gateway_signals_are_read_in_the_router_s_names() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for line in [
-        "Gateway: an endpoint picker, llm-d router (llm_d_epp_*) · 8 EPP families",
+        "Gateway: an endpoint picker, llm-d router (llm_d_epp_*) · 11 EPP families",
         "held in flow control   15",
         "pool saturation        1.18 (1.0 gates)",
         "running                96",
         "average queue          6.5",
         "average KV cache       62 %",
         "ready endpoints        4",
+        "tokens in flight       3360",
+        "mean TTFT              120 ms (since start)",
+        "mean NTPOT             27.5 ms (since start)",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -368,4 +371,6 @@ fn an_endpoint_picker_s_gateway_signals_are_read_in_the_router_s_names() {
     // The legacy twins are not counted twice.
     assert_eq!(g["queue_held"], 15.0);
     assert_eq!(g["pool_saturation"], 1.18);
+    assert_eq!(g["inflight_tokens"], 3360.0);
+    assert_eq!(g["ttft_mean_seconds"], 0.12);
 }
