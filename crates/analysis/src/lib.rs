@@ -11,7 +11,7 @@ pub mod scaling;
 pub mod thresholds;
 
 pub use read::{ReadError, read_run, read_thresholds};
-pub use saturation::{Saturation, Status, StepAssessment, Verdict};
+pub use saturation::{Knee, Saturation, Status, StepAssessment, Verdict};
 pub use thresholds::{THRESHOLDS_VERSION, ThresholdError, Thresholds};
 
 use inferscale_results::run::RunReport;
@@ -25,9 +25,15 @@ pub struct Analysis {
     pub thresholds: Result<Thresholds, ThresholdError>,
 }
 
-/// Analyses a run. `peak_rps` asks how many replicas a peak needs.
+/// Analyses a run by the method's queue knee. `peak_rps` asks how many replicas a peak
+/// needs.
 pub fn analyze(run: &RunReport, peak_rps: Option<f64>) -> Analysis {
-    let saturation = saturation::saturation(run);
+    analyze_by(run, peak_rps, Knee::Queue)
+}
+
+/// Analyses a run, its steps judged as `knee` says.
+pub fn analyze_by(run: &RunReport, peak_rps: Option<f64>, knee: Knee) -> Analysis {
+    let saturation = saturation::saturation_by(run, knee);
     let thresholds = thresholds::thresholds(run, &saturation, peak_rps);
     Analysis {
         saturation,

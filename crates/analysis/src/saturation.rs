@@ -106,6 +106,18 @@ pub struct Saturation {
     pub evidence: Vec<String>,
     /// One sentence for a summary.
     pub summary: String,
+    /// What judged the steps.
+    #[serde(default = "queue_knee")]
+    pub knee: Knee,
+    /// With a run that counted goodput: the highest offered rate at which goodput met
+    /// [`DEFAULT_GOODPUT_SHARE`] (or the knee's share), whichever knee judged the steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_knee_rps: Option<f64>,
+}
+
+/// [`Knee::Queue`], for files written before the knee was recorded.
+pub fn queue_knee() -> Knee {
+    Knee::Queue
 }
 
 /// Least-squares slope of `(t, y)`, per unit of `t`.
@@ -261,8 +273,132 @@ pub fn assess_step(
     a
 }
 
-/// Finds the saturation point of a run.
+/// What decides whether a step was sustained.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Knee {
+    /// The method's: the server kept up and its queue stayed flat (the default).
+    Queue,
+    /// The share of the step's requests that met the run's SLO (its goodput attainment)
+    /// is at least this (0–1): the knee is the highest rate at which it is.
+    Goodput(f64),
+}
+
+/// The goodput share [`Knee::Goodput`] asks for when none is named: 95 %.
+pub const DEFAULT_GOODPUT_SHARE: f64 = 0.95;
+
+/// Why a knee cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--knee {text:?}: {why}")]
+pub struct KneeError {
+    /// What was given.
+    pub text: String,
+    /// What was wrong.
+    pub why: String,
+}
+
+impl Knee {
+    /// Reads `queue`, `goodput` or `goodput:PERCENT` (`goodput:95`).
+    pub fn parse(text: &str) -> Result<Knee, KneeError> {
+        let err = |why: &str| KneeError {
+            text: text.to_owned(),
+            why: why.to_owned(),
+        };
+        match text.trim() {
+            "queue" => Ok(Knee::Queue),
+            "goodput" => Ok(Knee::Goodput(DEFAULT_GOODPUT_SHARE)),
+            t => {
+                let pct = t.strip_prefix("goodput:").ok_or_else(|| {
+                    err("expected queue, goodput or goodput:PERCENT (goodput:95)")
+                })?;
+                let v: f64 = pct
+                    .trim()
+                    .trim_end_matches('%')
+                    .parse()
+                    .map_err(|_| err("the share is not a number (goodput:95)"))?;
+                if !(v > 0.0 && v <= 100.0) {
+                    return Err(err("the share is a percentage above 0, at most 100"));
+                }
+                Ok(Knee::Goodput(v / 100.0))
+            }
+        }
+    }
+
+    /// In words: `the queue` or `goodput ≥ 95 %`.
+    pub fn words(self) -> String {
+        match self {
+            Knee::Queue => "the queue".into(),
+            Knee::Goodput(x) => format!("goodput ≥ {} %", x * 100.0),
+        }
+    }
+}
+
+/// The highest offered rate below the first open-loop step whose goodput attainment fell
+/// under `share`, in rate order, and that first step's rate; `None` when the steps carry no
+/// goodput.
+pub fn goodput_knee(run: &RunReport, share: f64) -> Option<(Option<f64>, Option<f64>)> {
+    let mut steps: Vec<(f64, f64)> = run
+        .steps
+        .iter()
+        .filter(|s| s.concurrency.is_none() && s.target_rps > 0.0)
+        .filter_map(|s| Some((s.target_rps, s.goodput?.attainment)))
+        .collect();
+    if steps.is_empty() {
+        return None;
+    }
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first_bad = steps.iter().position(|(_, a)| *a < share);
+    let end = first_bad.unwrap_or(steps.len());
+    Some((
+        end.checked_sub(1).map(|i| steps[i].0),
+        first_bad.map(|i| steps[i].0),
+    ))
+}
+
+/// Judges each step by its goodput instead of its queue: sustained when its attainment is
+/// at least `share` (a client-limited or unjudged step stays so).
+fn judge_by_goodput(run: &RunReport, steps: &mut [StepAssessment], share: f64) {
+    for (a, s) in steps.iter_mut().zip(&run.steps) {
+        if matches!(a.verdict, Verdict::ClientLimited | Verdict::NotJudged) && s.requests.ok > 0 {
+            continue;
+        }
+        let Some(g) = s.goodput else {
+            continue;
+        };
+        if s.concurrency.is_some() || s.target_rps <= 0.0 {
+            continue;
+        }
+        let queue = std::mem::take(&mut a.reasons).join("; ");
+        let line = format!(
+            "goodput {:.1} % ({} of {} requests within the SLO, {} good)",
+            g.attainment * 100.0,
+            g.good,
+            g.scheduled,
+            fmt_rps(g.rate_rps)
+        );
+        a.verdict = if g.attainment >= share {
+            Verdict::Sustained
+        } else {
+            Verdict::Saturated
+        };
+        a.reasons = vec![format!(
+            "{line} {} {} % (the queue said: {queue})",
+            if g.attainment >= share { "≥" } else { "<" },
+            share * 100.0
+        )];
+    }
+}
+
+/// Finds the saturation point of a run by the method's queue knee.
 pub fn saturation(run: &RunReport) -> Saturation {
+    saturation_by(run, Knee::Queue)
+}
+
+/// Finds the saturation point of a run, each step judged as `knee` says. With a run that
+/// counted goodput, the evidence also says where goodput alone would put the knee.
+// Long: one pass over the steps in rate order, each outcome (no data, client-limited, not
+// saturated, saturated) a branch that writes its own evidence and summary.
+pub fn saturation_by(run: &RunReport, knee: Knee) -> Saturation {
     let min_p95 = run
         .steps
         .iter()
@@ -274,6 +410,9 @@ pub fn saturation(run: &RunReport) -> Saturation {
         .iter()
         .map(|s| assess_step(s, &run.timeline, min_p95))
         .collect();
+    if let Knee::Goodput(share) = knee {
+        judge_by_goodput(run, &mut steps, share);
+    }
     // Read in order of offered rate.
     let mut order: Vec<usize> = (0..steps.len())
         .filter(|&i| steps[i].verdict != Verdict::NotJudged || steps[i].target_rps > 0.0)
@@ -281,6 +420,23 @@ pub fn saturation(run: &RunReport) -> Saturation {
         .collect();
     order.sort_by(|&a, &b| steps[a].target_rps.total_cmp(&steps[b].target_rps));
     let mut evidence = Vec::new();
+    let share = match knee {
+        Knee::Goodput(x) => x,
+        Knee::Queue => DEFAULT_GOODPUT_SHARE,
+    };
+    let by_goodput = goodput_knee(run, share);
+    if let (Some((ok, bad)), Some(slo)) = (by_goodput, run.slo) {
+        evidence.push(format!(
+            "by goodput (≥ {} % of requests within {slo}): {}",
+            share * 100.0,
+            match (ok, bad) {
+                (Some(o), Some(b)) => format!("met up to {}, not at {}", fmt_rps(o), fmt_rps(b)),
+                (Some(o), None) => format!("met at every step, up to {}", fmt_rps(o)),
+                (None, Some(b)) => format!("not met even at {}", fmt_rps(b)),
+                (None, None) => "no step".into(),
+            }
+        ));
+    }
     // A saturated step with a sustained step at a higher rate after it is noise.
     for (k, &i) in order.iter().enumerate() {
         if steps[i].verdict == Verdict::Saturated
@@ -327,6 +483,8 @@ pub fn saturation(run: &RunReport) -> Saturation {
         steps: Vec::new(),
         evidence,
         summary: String::new(),
+        knee,
+        goodput_knee_rps: by_goodput.and_then(|k| k.0),
     };
     if !judged {
         s.summary =
@@ -477,5 +635,24 @@ mod tests {
             .collect();
         assert!((slope(&pts).unwrap() - 2.0).abs() < 1e-12);
         assert_eq!(slope(&pts[..2]), None);
+    }
+
+    #[test]
+    fn a_knee_reads_queue_or_a_goodput_share_and_names_what_is_wrong() {
+        assert_eq!(Knee::parse("queue"), Ok(Knee::Queue));
+        assert_eq!(Knee::parse("goodput"), Ok(Knee::Goodput(0.95)));
+        assert_eq!(Knee::parse("goodput:99%"), Ok(Knee::Goodput(0.99)));
+        for (bad, says) in [
+            ("latency", "expected queue, goodput or goodput:PERCENT"),
+            ("goodput:most", "not a number"),
+            ("goodput:0", "above 0, at most 100"),
+            ("goodput:120", "above 0, at most 100"),
+        ] {
+            let e = Knee::parse(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
     }
 }

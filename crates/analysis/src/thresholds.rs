@@ -168,6 +168,12 @@ pub struct Thresholds {
     pub scaling: Option<Policy>,
     /// For each threshold (by its JSON path), why it is what it is.
     pub rationale: BTreeMap<String, String>,
+    /// The latency SLO the run counted goodput against (`--slo`), when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<inferscale_results::slo::Slo>,
+    /// What judged the steps: `queue` (the method's) or the goodput share.
+    #[serde(default = "crate::saturation::queue_knee")]
+    pub knee: crate::saturation::Knee,
     /// Anything the reader should know before trusting these numbers.
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -376,6 +382,8 @@ pub fn thresholds(
         scaling: None,
         rationale,
         warnings,
+        slo: run.slo,
+        knee: sat.knee,
     })
 }
 /// The latency guardrails and the waiting they allow.

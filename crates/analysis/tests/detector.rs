@@ -114,6 +114,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
                 stalls: None,
             },
             histograms: None,
+            goodput: None,
         });
         for (k, q) in st.queue.iter().enumerate() {
             timeline.push(TimelinePoint {
@@ -165,6 +166,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
         thresholds: Vec::new(),
         client_cpu_s: 7.0,
         segment: None,
+        slo: None,
     }
 }
 

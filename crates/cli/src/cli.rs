@@ -425,6 +425,11 @@ pub(crate) struct AnalyzeArgs {
     /// The peak traffic to plan replicas for, req/s.
     #[arg(long, value_name = "R", value_parser = parse_rate)]
     pub(crate) peak_rps: Option<f64>,
+    /// What judges a step sustained: queue (the method's: the server kept up, its queue
+    /// flat) or goodput:PERCENT (at least that share of the step's requests within the run's
+    /// --slo; `goodput` alone is 95). The knee is the highest rate sustained.
+    #[arg(long, value_name = "KNEE", default_value = "queue")]
+    pub(crate) knee: String,
     /// Print thresholds.json to stdout instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
@@ -545,6 +550,15 @@ pub(crate) struct RunArgs {
     /// Do not stream (the seeds' k6 did not; no TTFT then).
     #[arg(long)]
     pub(crate) no_stream: bool,
+    /// The latency SLO a request must meet to count as goodput, any of ttft=, tpot=, e2e=
+    /// (ttft=500ms,tpot=50ms,e2e=5s); see `inferscale load --help` for the definitions.
+    #[arg(long, value_name = "BOUNDS")]
+    pub(crate) slo: Option<String>,
+    /// What judges a step sustained: queue (the method's: the server kept up, its queue
+    /// flat) or goodput:PERCENT (at least that share of the step's requests within the run's
+    /// --slo; `goodput` alone is 95). The knee is the highest rate sustained.
+    #[arg(long, value_name = "KNEE", default_value = "queue")]
+    pub(crate) knee: String,
     /// max_tokens (N or a distribution, as in `inferscale load`).
     #[arg(long, value_name = "LEN")]
     pub(crate) max_tokens: Option<String>,
@@ -1696,6 +1710,12 @@ pub(crate) struct LoadArgs {
     /// A pass/fail criterion, k6-style: 'p95(e2e)<5s', 'error_rate<1%', 'drop_rate<0.1%'.
     #[arg(long = "threshold", value_name = "EXPR")]
     pub(crate) thresholds: Vec<String>,
+    /// The latency SLO a request must meet to count as goodput, any of ttft=, tpot=, e2e=
+    /// (ttft=500ms,tpot=50ms,e2e=5s): each step reports its good requests, their share and
+    /// rate. TTFT: intended send to first token (a non-streaming request's whole answer);
+    /// TPOT: (e2e - TTFT) / (output tokens - 1); e2e: intended send to the answer's end.
+    #[arg(long, value_name = "BOUNDS")]
+    pub(crate) slo: Option<String>,
     /// After Ctrl-C, how long requests in flight may finish [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) grace: Option<Duration>,
@@ -1824,8 +1844,8 @@ pub(crate) struct RehearseArgs {
     /// The rules' evaluation interval (a rule group's own interval wins).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub(crate) rule_interval: Duration,
-    /// The end-to-end latency a request must finish within (default: thresholds' p95 e2e
-    /// scale-out guardrail, else 5s).
+    /// The end-to-end latency a request must finish within (default: the thresholds' --slo
+    /// e2e bound, else their p95 e2e scale-out guardrail, else 5s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) slo_e2e: Option<Duration>,
     /// The seed of every random choice (arrivals, routing, delays, controller phases).
@@ -1879,8 +1899,8 @@ pub(crate) struct TuneArgs {
     /// run).
     #[arg(long, value_name = "FILE")]
     pub(crate) thresholds: std::path::PathBuf,
-    /// The end-to-end latency a request must finish within [default: the thresholds' p95
-    /// e2e guardrail].
+    /// The end-to-end latency a request must finish within [default: the run's --slo e2e
+    /// bound, else the thresholds' p95 e2e guardrail].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) slo_e2e: Option<Duration>,
     /// The share of requests, percent, that must meet the SLO outside the named transients.

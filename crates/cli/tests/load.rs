@@ -447,3 +447,77 @@ fn a_stopped_process_reports_the_stall_beside_the_lag() {
         "{client}"
     );
 }
+
+/// Goodput per step, recounted from the requests themselves with the definitions
+/// `inferscale load --help` gives: the same counts as run.json's.
+#[test]
+fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
+    let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
+    let out = tmp("goodput-run.json");
+    let reqs = tmp("goodput-requests.jsonl");
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--speedup",
+        "10",
+        "--rates",
+        "20,40",
+        "--step",
+        "10s",
+        "--rest",
+        "1s",
+        "--max-tokens",
+        "uniform:40,160",
+        "--slo",
+        "ttft=300ms,tpot=30ms,e2e=3s",
+        "--out",
+        out.to_str().unwrap(),
+        "--requests-out",
+        reqs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["slo"]["e2e_s"], 3.0, "{}", v["slo"]);
+    let k = v["plan"]["speedup"].as_f64().unwrap();
+    let mut recount = [(0u64, 0u64); 2];
+    for line in std::fs::read_to_string(&reqs).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let step = r["step"].as_u64().unwrap() as usize;
+        recount[step].0 += 1;
+        if r["outcome"]["kind"] != "ok" {
+            continue;
+        }
+        let at = r["intended_s"].as_f64().unwrap();
+        let end = r["end_s"].as_f64().unwrap();
+        let first = r["events_s"]
+            .as_array()
+            .unwrap()
+            .first()
+            .map(|f| f.as_f64().unwrap());
+        let e2e = (end - at) * k;
+        // A non-streaming answer's first token is its end.
+        let ttft = first.map_or(e2e, |f| (f - at) * k);
+        let n = r["output_tokens"].as_u64().unwrap();
+        let tpot = match first {
+            Some(f) if n > 1 => Some((end - f) / (n - 1) as f64 * k),
+            _ => None,
+        };
+        let good = ttft <= 0.3 && e2e <= 3.0 && tpot.is_none_or(|t| t <= 0.03);
+        recount[step].1 += u64::from(good);
+    }
+    let (mut all, mut good) = (0, 0);
+    for (i, (n, g)) in recount.iter().enumerate() {
+        let gp = &v["steps"][i]["goodput"];
+        assert_eq!(gp["scheduled"], *n, "step {i}: {gp}");
+        assert_eq!(gp["good"], *g, "step {i}: {gp}");
+        let d = v["steps"][i]["duration_s"].as_f64().unwrap();
+        assert!((gp["rate_rps"].as_f64().unwrap() - *g as f64 / d).abs() < 1e-9);
+        all += n;
+        good += g;
+    }
+    // The SLO splits the requests: the test would prove nothing if all or none met it.
+    assert!(good > 0 && good < all, "{good} of {all} good");
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("goodput"), "{table}");
+}

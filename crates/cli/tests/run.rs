@@ -129,8 +129,21 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
 /// start, merged): the same saturation point as one client.
 #[test]
 fn four_workers_find_the_same_saturation_point_as_one() {
-    // The seeds' queue trigger: this test is about the split load, not the tuning.
-    let (out, o) = run_ok("workers", &["--workers", "4", "--signal", "queue"]);
+    // The seeds' queue trigger: this test is about the split load, not the tuning. The steps
+    // are judged by goodput (95 % within a 5 s e2e SLO): the knee agrees with the queue's.
+    let (out, o) = run_ok(
+        "workers",
+        &[
+            "--workers",
+            "4",
+            "--signal",
+            "queue",
+            "--slo",
+            "e2e=5s",
+            "--knee",
+            "goodput:95",
+        ],
+    );
     let t = json(&out.join("thresholds.json"));
     assert_eq!(t["status"], "saturated", "{t:#}");
     assert_eq!(t["saturation_rps"], 50.0, "{t:#}");
@@ -152,7 +165,23 @@ fn four_workers_find_the_same_saturation_point_as_one() {
         assert_eq!(p["segment"]["index"], i);
         assert_eq!(p["segment"]["count"], 4);
     }
-    assert!(stdout(&o).contains("saturates between 50 req/s and 60 req/s"));
+    let text = stdout(&o);
+    assert!(
+        text.contains("saturates between 50 req/s and 60 req/s"),
+        "{text}"
+    );
+    assert!(text.contains("judged by goodput ≥ 95 %"), "{text}");
+    assert_eq!(t["slo"]["e2e_s"], 5.0, "{t:#}");
+    assert_eq!(t["knee"]["goodput"], 0.95, "{t:#}");
+    // The workers' good requests add up to each step's goodput.
+    for st in steps {
+        let g = &st["goodput"];
+        assert_eq!(g["scheduled"], st["requests"]["scheduled"], "{st:#}");
+        assert!(
+            g["good"].as_u64() <= st["requests"]["ok"].as_u64(),
+            "{st:#}"
+        );
+    }
 }
 
 /// `inferscale run ARGS --out TMP/NAME`, which must succeed (a failure on a machine too slow

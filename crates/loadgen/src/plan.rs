@@ -138,6 +138,8 @@ pub struct Plan {
     pub grace: Option<DurationValue>,
     /// First wait up to this long for the server's `/health` to answer 200.
     pub wait_ready: Option<DurationValue>,
+    /// The latency SLO each step's goodput counts against: `ttft=500ms,tpot=50ms,e2e=5s`.
+    pub slo: Option<String>,
 }
 
 /// Why a plan cannot run. Each names the field (as the plan file spells it).
@@ -270,6 +272,8 @@ pub struct ResolvedPlan {
     pub thresholds: Vec<Threshold>,
     /// How long to wait for the server's `/health` first (`None`: not at all).
     pub wait_ready: Option<Duration>,
+    /// The SLO each step's goodput counts against.
+    pub slo: Option<inferscale_results::slo::Slo>,
 }
 
 impl ResolvedPlan {
@@ -342,6 +346,7 @@ impl Plan {
             },
             grace: self.grace.or(base.grace),
             wait_ready: self.wait_ready.or(base.wait_ready),
+            slo: self.slo.or(base.slo),
         }
     }
 
@@ -550,6 +555,12 @@ impl Plan {
             .as_ref()
             .map(|w| w.get("wait_ready"))
             .transpose()?;
+        let slo = self
+            .slo
+            .as_deref()
+            .map(inferscale_results::slo::Slo::parse)
+            .transpose()
+            .map_err(|e| invalid("slo", e.why))?;
         let config = LoadConfig {
             client: ClientConfig {
                 target: url.clone(),
@@ -587,6 +598,7 @@ impl Plan {
             warmup: self.warmup.unwrap_or(0),
             thresholds,
             wait_ready,
+            slo,
         })
     }
 }

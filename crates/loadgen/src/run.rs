@@ -545,6 +545,7 @@ impl Ran<'_> {
             thresholds: Vec::new(),
             client_cpu_s: 0.0,
             segment: None,
+            slo: None,
         }
     }
 }

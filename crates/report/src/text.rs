@@ -65,6 +65,8 @@ pub struct StepCells {
     pub server_e2e_p95: Option<String>,
     /// How late the client sent, p99.
     pub lag_p99: Option<String>,
+    /// The share of requests within the run's SLO and their rate (`97.2 % · 48.6/s`).
+    pub goodput: Option<String>,
 }
 
 impl StepCells {
@@ -97,6 +99,9 @@ impl StepCells {
                 .map(|v| format!("{:.0} %", v * 100.0)),
             server_e2e_p95: secs(srv.and_then(|s| s.e2e_p95_s)),
             lag_p99: st.client.lag_p99_s.map(|v| format!("{:.2} ms", v * 1e3)),
+            goodput: st
+                .goodput
+                .map(|g| format!("{:.1} % · {:.1}/s", g.attainment * 100.0, g.rate_rps)),
         }
     }
 }
@@ -120,17 +125,53 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         }
         o.push('\n');
     }
+    if let Some(slo) = run.slo {
+        let _ = writeln!(
+            o,
+            "  goodput: the requests within {slo}; the steps judged by {}{}",
+            sat.knee.words(),
+            sat.goodput_knee_rps
+                .filter(|_| sat.knee == inferscale_analysis::Knee::Queue)
+                .map_or(String::new(), |g| format!(
+                    " (by goodput ≥ {} % alone: {})",
+                    inferscale_analysis::saturation::DEFAULT_GOODPUT_SHARE * 100.0,
+                    rps(g)
+                ))
+        );
+    }
+    let goodput_col = run.slo.is_some();
     let _ = writeln!(
         o,
-        "\n  {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7}  verdict",
-        "offered", "achieved", "e2e p50", "e2e p95", "TTFT p95", "queue95", "queuemx"
+        "\n  {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7}{}  verdict",
+        "offered",
+        "achieved",
+        "e2e p50",
+        "e2e p95",
+        "TTFT p95",
+        "queue95",
+        "queuemx",
+        if goodput_col {
+            format!(" {:>17}", "goodput")
+        } else {
+            String::new()
+        }
     );
     for (s, j) in run.steps.iter().zip(&sat.steps) {
         let srv = s.server.as_ref();
         let o2 = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+        let good = if goodput_col {
+            format!(
+                " {:>17}",
+                StepCells::of(s, fmt_s)
+                    .goodput
+                    .unwrap_or_else(|| "-".into())
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}  {}",
+            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}{good}  {}",
             match s.concurrency {
                 Some(c) => format!("c={c}"),
                 None => format!("{}", s.target_rps),

@@ -4,3 +4,4 @@
 
 pub mod plan;
 pub mod run;
+pub mod slo;

@@ -221,6 +221,9 @@ pub struct StepReport {
     /// `inferscale merge` can add the parts; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histograms: Option<StepHistograms>,
+    /// The requests that met the run's SLO ([`RunReport::slo`]); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<crate::slo::Goodput>,
 }
 
 /// A step's latency histograms in HdrHistogram's V2 encoding (base64): microseconds, three
@@ -465,4 +468,7 @@ pub struct RunReport {
     /// This file is one worker's share of a split run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<SegmentReport>,
+    /// The SLO each step's goodput counts against (`--slo`), when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<crate::slo::Slo>,
 }

@@ -14,6 +14,7 @@ use inferscale_results::run::{
     ClientStep, Latencies, Requests, RunReport, Stalls, StepHistograms, StepReport,
     ThresholdResult, TimelinePoint, Tokens,
 };
+use inferscale_results::slo::Goodput;
 use serde::{Deserialize, Serialize};
 
 use crate::record::Hdr;
@@ -175,6 +176,7 @@ pub fn merge(
         thresholds: threshold_results,
         client_cpu_s: parts.iter().map(|(_, r)| r.client_cpu_s).sum(),
         segment: None,
+        slo: first.slo,
     };
     Ok(Merged {
         report,
@@ -391,6 +393,12 @@ fn merge_step(parts: &[(&String, &StepReport)]) -> Result<StepReport, MergeError
             e2e: e2e.encode(),
             lag: lag.encode(),
         }),
+        // The workers' good requests add up, when every one counted them.
+        goodput: parts
+            .iter()
+            .map(|(_, s)| s.goodput.map(|g| (g.scheduled, g.good)))
+            .try_fold((0, 0), |(n, g), x| x.map(|(a, b)| (n + a, g + b)))
+            .map(|(n, g)| Goodput::of(n, g, first.duration_s)),
     })
 }
 

@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{Outcome, TokenSource};
 use crate::schedule::{Stage, StageWindow};
 use inferscale_results::run::{
-    ClientStep, GaugeStats, Latencies, Percentiles, Requests, ServerStep, Stalls, StepHistograms,
-    StepReport, TimelinePoint, Tokens,
+    ClientStep, GaugeStats, Latencies, Percentiles, Requests, RunReport, ServerStep, Stalls,
+    StepHistograms, StepReport, TimelinePoint, Tokens,
 };
+use inferscale_results::slo::{Goodput, Slo};
 
 /// A step is client-limited when more than one request in twenty was sent later than its
 /// *lag bar* after its intended time (the schedule lag's p95 above the bar). The p95, not the
@@ -196,6 +197,38 @@ pub fn latencies<'r>(records: impl IntoIterator<Item = &'r Record>, speedup: f64
         itl: itl.percentiles(),
         e2e: e2e.percentiles(),
     }
+}
+
+/// Whether a record met `slo`: it ended well and each bound holds, its latencies in the
+/// server's time (`× speedup`). See [`inferscale_results::slo`] for the definitions.
+pub fn good(r: &Record, slo: &Slo, speedup: f64) -> bool {
+    r.outcome == Outcome::Ok
+        && r.e2e().is_some_and(|e2e| {
+            slo.met(
+                r.ttft().map(|t| t * speedup),
+                r.tpot().map(|t| t * speedup),
+                e2e * speedup,
+            )
+        })
+}
+
+/// Counts each step's goodput against `slo` from the run's `records` and records the SLO in
+/// the report.
+pub fn annotate_goodput(report: &mut RunReport, records: &[Record], slo: Slo) {
+    let k = report.plan.speedup;
+    let mut counts =
+        vec![(0u64, 0u64); report.steps.iter().map(|s| s.index + 1).max().unwrap_or(0)];
+    for r in records {
+        if let Some(c) = counts.get_mut(r.step) {
+            c.0 += 1;
+            c.1 += u64::from(good(r, &slo, k));
+        }
+    }
+    for s in &mut report.steps {
+        let (n, g) = counts.get(s.index).copied().unwrap_or_default();
+        s.goodput = Some(Goodput::of(n, g, s.duration_s));
+    }
+    report.slo = Some(slo);
 }
 
 /// Outcome counts.
@@ -398,6 +431,7 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
             e2e: hdrs[3].encode(),
             lag: lag.encode(),
         }),
+        goodput: None,
     }
 }
 

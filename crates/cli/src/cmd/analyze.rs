@@ -20,7 +20,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<ExitCode> {
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
     };
-    let w = write(&run, &dir, a.peak_rps)?;
+    let w = write(&run, &dir, a.peak_rps, &a.knee)?;
     if a.json {
         match &w.analysis.thresholds {
             Ok(t) => emit(&(serde_json::to_string_pretty(t)? + "\n"))?,

@@ -200,10 +200,13 @@ fn setup_of(
         initial_replicas: a.initial_replicas,
         duration_s,
         seed: a.seed,
-        slo_e2e_s: a
-            .slo_e2e
-            .map(secs)
-            .unwrap_or_else(|| thresholds.map_or(5.0, |t| t.scale_out.p95_e2e_seconds)),
+        slo_e2e_s: a.slo_e2e.map(secs).unwrap_or_else(|| {
+            thresholds.map_or(5.0, |t| {
+                t.slo
+                    .and_then(|s| s.e2e_s)
+                    .unwrap_or(t.scale_out.p95_e2e_seconds)
+            })
+        }),
         scrape_interval_s: secs(a.scrape_interval),
         hpa_sync_s: 15.0,
         rule_interval_s: group_interval.unwrap_or(secs(a.rule_interval)),

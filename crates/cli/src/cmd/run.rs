@@ -103,6 +103,7 @@ fn plan_of(a: &RunArgs, url: String, speedup: f64) -> Plan {
         speedup: Some(speedup),
         warmup: Some(a.warmup),
         wait_ready: a.wait_ready.map(Into::into),
+        slo: a.slo.clone(),
         ..Plan::default()
     }
 }
@@ -131,6 +132,9 @@ fn worker_args(a: &RunArgs, url: &str, speedup: f64) -> Vec<std::ffi::OsString> 
     }
     if a.no_stream {
         v.push("--no-stream".into());
+    }
+    if let Some(slo) = &a.slo {
+        v.extend(["--slo".into(), slo.into()]);
     }
     if let Some(m) = &a.max_tokens {
         v.extend(["--max-tokens".into(), m.into()]);
@@ -233,6 +237,17 @@ pub(crate) fn run(a: &RunArgs) -> Result<ExitCode> {
 }
 
 fn run_in(a: &RunArgs) -> Result<ExitCode> {
+    // The analysis's flags are read before the load, not after it.
+    if matches!(
+        inferscale_analysis::Knee::parse(&a.knee)?,
+        inferscale_analysis::Knee::Goodput(_)
+    ) && a.slo.is_none()
+    {
+        return Err(anyhow!(
+            "--knee {}: goodput counts the requests within an SLO; give --slo (ttft=…,tpot=…,e2e=…)",
+            a.knee
+        ));
+    }
     if let Some(k) = a.speedup
         && !(k.is_finite() && k > 0.0)
     {
@@ -330,7 +345,7 @@ fn measure(a: &RunArgs, plan: ResolvedPlan, speedup: f64) -> Result<(RunReport, 
         let out = execute(resolved, &run_json, None, false).await?;
         drop(embedded);
         eprintln!("analysis: finding the saturation point and the thresholds");
-        let written = write_analysis(&out.report, &a.out, a.peak_rps)
+        let written = write_analysis(&out.report, &a.out, a.peak_rps, &a.knee)
             .with_context(|| kept(a))
             .after_start()?;
         Ok::<_, anyhow::Error>((out.report, written))

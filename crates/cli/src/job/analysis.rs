@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use inferscale_analysis::{Analysis, Status, analyze};
+use inferscale_analysis::{Analysis, Status};
 use inferscale_results::run::RunReport;
 
 use crate::output::{check_writable, write_all};
@@ -24,7 +24,18 @@ pub(crate) struct Written {
 
 /// Analyses `run` and writes `thresholds.json` (when there are thresholds) and `report.html`
 /// into `dir`.
-pub(crate) fn write(run: &RunReport, dir: &Path, peak_rps: Option<f64>) -> Result<Written> {
+pub(crate) fn write(
+    run: &RunReport,
+    dir: &Path,
+    peak_rps: Option<f64>,
+    knee: &str,
+) -> Result<Written> {
+    let knee = inferscale_analysis::Knee::parse(knee)?;
+    if matches!(knee, inferscale_analysis::Knee::Goodput(_)) && run.slo.is_none() {
+        return Err(anyhow!(
+            "--knee goodput judges each step by the share of its requests within the run's SLO, and this run counted none: measure with --slo (ttft=…,tpot=…,e2e=…)"
+        ));
+    }
     if let Some(p) = peak_rps
         && !(p.is_finite() && p > 0.0)
     {
@@ -36,7 +47,7 @@ pub(crate) fn write(run: &RunReport, dir: &Path, peak_rps: Option<f64>) -> Resul
     let rpath = dir.join("report.html");
     check_writable(&tpath)?;
     check_writable(&rpath)?;
-    let analysis = analyze(run, peak_rps);
+    let analysis = inferscale_analysis::analyze_by(run, peak_rps, knee);
     let report = (
         rpath.clone(),
         inferscale_report::render(run, &analysis).into_bytes(),

@@ -445,6 +445,14 @@ pub(crate) async fn execute(
         .iter()
         .map(|t| t.evaluate(&output.records, r.plan.config.speedup))
         .collect();
+    if let Some(slo) = r.plan.slo {
+        if r.workers.is_none() {
+            inferscale_loadgen::record::annotate_goodput(&mut report, &output.records, slo);
+        } else {
+            // Each worker counted its own requests; the merge added them.
+            report.slo = Some(slo);
+        }
+    }
     write_results(&report, &output.records, out, requests_out)?;
     if !quiet && !output.scrape_errors.is_empty() {
         eprintln!(
@@ -587,6 +595,7 @@ fn load_flags(a: &LoadArgs) -> Plan {
         thresholds: (!a.thresholds.is_empty()).then(|| a.thresholds.clone()),
         grace: a.grace.map(Into::into),
         wait_ready: a.wait_ready.map(Into::into),
+        slo: a.slo.clone(),
     }
 }
 

@@ -408,7 +408,10 @@ pub(crate) fn standard(
             initial_replicas: initial,
             duration_s: 4800.0,
             seed: 1,
-            slo_e2e_s: t.scale_out.p95_e2e_seconds,
+            slo_e2e_s: t
+                .slo
+                .and_then(|s| s.e2e_s)
+                .unwrap_or(t.scale_out.p95_e2e_seconds),
             scrape_interval_s: 15.0,
             hpa_sync_s: 15.0,
             rule_interval_s: interval.unwrap_or(30.0),

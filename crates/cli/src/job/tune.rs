@@ -57,7 +57,11 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
             ask.attainment * 100.0
         ));
     }
-    let slo = ask.slo_e2e_s.unwrap_or(t.scale_out.p95_e2e_seconds);
+    // The SLO asked for, else the run's own (`--slo e2e=`), else the measured guardrail.
+    let slo = ask
+        .slo_e2e_s
+        .or(t.slo.and_then(|s| s.e2e_s))
+        .unwrap_or(t.scale_out.p95_e2e_seconds);
     if !(slo.is_finite() && slo > 0.0) {
         return Err(anyhow!("--slo-e2e {slo} s: expected more than 0"));
     }
