@@ -21,6 +21,10 @@ pub const DROP_RATE_MAX: f64 = 0.001;
 /// queued (the only evidence left of a growing queue).
 pub const LATENCY_BLOWUP: f64 = 2.0;
 
+/// A probe stall shorter than this is not taken as queueing, however many times the
+/// lowest step's it is (a few milliseconds of prefill doubling is noise), seconds.
+pub const PROBE_STALL_MIN_S: f64 = 0.25;
+
 /// What one step showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +148,14 @@ fn queue_points(step: &StepReport, timeline: &[TimelinePoint]) -> Vec<(f64, f64)
         .collect()
 }
 
+fn fmt_stall(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
 fn fmt_rps(r: f64) -> String {
     if (r - r.round()).abs() < 1e-9 {
         format!("{r:.0} req/s")
@@ -157,6 +169,7 @@ pub fn assess_step(
     step: &StepReport,
     timeline: &[TimelinePoint],
     min_p95: Option<f64>,
+    min_probe_p95: Option<f64>,
 ) -> StepAssessment {
     let q = &step.requests;
     let sent = q.scheduled.saturating_sub(q.dropped);
@@ -242,6 +255,16 @@ pub fn assess_step(
             {
                 bad.push(format!(
                     "no server queue scraped; e2e p95 {p:.2} s is {:.1}× the lowest step's",
+                    p / m
+                ));
+            }
+            // The probe stream's stall is the same sign, measured apart from the workload.
+            if let (Some(p), Some(m)) = (step.probe.and_then(|p| p.ttft.p95), min_probe_p95)
+                && p > LATENCY_BLOWUP * m
+                && p > PROBE_STALL_MIN_S
+            {
+                bad.push(format!(
+                    "no server queue scraped; the probes' TTFT p95 {p:.2} s is {:.1}× the lowest step's",
                     p / m
                 ));
             }
@@ -405,10 +428,16 @@ pub fn saturation_by(run: &RunReport, knee: Knee) -> Saturation {
         .filter(|s| s.concurrency.is_none())
         .filter_map(|s| s.latency_s.e2e.p95)
         .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.min(p))));
+    let min_probe_p95 = run
+        .steps
+        .iter()
+        .filter(|s| s.concurrency.is_none())
+        .filter_map(|s| s.probe.and_then(|p| p.ttft.p95))
+        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.min(p))));
     let mut steps: Vec<StepAssessment> = run
         .steps
         .iter()
-        .map(|s| assess_step(s, &run.timeline, min_p95))
+        .map(|s| assess_step(s, &run.timeline, min_p95, min_probe_p95))
         .collect();
     if let Knee::Goodput(share) = knee {
         judge_by_goodput(run, &mut steps, share);
@@ -425,6 +454,23 @@ pub fn saturation_by(run: &RunReport, knee: Knee) -> Saturation {
         Knee::Queue => DEFAULT_GOODPUT_SHARE,
     };
     let by_goodput = goodput_knee(run, share);
+    if let Some(rate) = run.plan.probe_rate_rps {
+        let per_step: Vec<String> = run
+            .steps
+            .iter()
+            .filter_map(|s| {
+                let p95 = s.probe?.ttft.p95?;
+                Some(format!("{} {}", fmt_rps(s.target_rps), fmt_stall(p95)))
+            })
+            .collect();
+        if !per_step.is_empty() {
+            evidence.push(format!(
+                "the probe stream ({}, one token each, beside the plan): time to first token p95 {}",
+                fmt_rps(rate),
+                per_step.join(", ")
+            ));
+        }
+    }
     if let (Some((ok, bad)), Some(slo)) = (by_goodput, run.slo) {
         evidence.push(format!(
             "by goodput (≥ {} % of requests within {slo}): {}",

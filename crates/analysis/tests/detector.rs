@@ -115,6 +115,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
             },
             histograms: None,
             goodput: None,
+            probe: None,
         });
         for (k, q) in st.queue.iter().enumerate() {
             timeline.push(TimelinePoint {
@@ -159,6 +160,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
             timeout_s: 240.0,
             speedup: 1.0,
             seed: 0,
+            probe_rate_rps: None,
         },
         warmup: None,
         steps: out,

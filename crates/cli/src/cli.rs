@@ -554,6 +554,11 @@ pub(crate) struct RunArgs {
     /// (ttft=500ms,tpot=50ms,e2e=5s); see `inferscale load --help` for the definitions.
     #[arg(long, value_name = "BOUNDS")]
     pub(crate) slo: Option<String>,
+    /// Send this many single-token probe requests per second beside the plan, outside its
+    /// in-flight cap and on their own connections: each step reports their time to first
+    /// token, the stall a newcomer meets (vllm bench serve's probe stream).
+    #[arg(long, value_name = "R")]
+    pub(crate) probe_rate: Option<f64>,
     /// What judges a step sustained: queue (the method's: the server kept up, its queue
     /// flat) or goodput:PERCENT (at least that share of the step's requests within the run's
     /// --slo; `goodput` alone is 95). The knee is the highest rate sustained.
@@ -1716,6 +1721,11 @@ pub(crate) struct LoadArgs {
     /// TPOT: (e2e - TTFT) / (output tokens - 1); e2e: intended send to the answer's end.
     #[arg(long, value_name = "BOUNDS")]
     pub(crate) slo: Option<String>,
+    /// Send this many single-token probe requests per second beside the plan, outside its
+    /// in-flight cap and on their own connections: each step reports their time to first
+    /// token, the stall a newcomer meets (vllm bench serve's probe stream).
+    #[arg(long, value_name = "R")]
+    pub(crate) probe_rate: Option<f64>,
     /// After Ctrl-C, how long requests in flight may finish [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) grace: Option<Duration>,

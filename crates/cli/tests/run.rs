@@ -126,7 +126,8 @@ fn the_default_embedded_run_finds_the_seeds_numbers() {
 }
 
 /// The same run from four local worker processes (`load --segment I/4` from one shared
-/// start, merged): the same saturation point as one client.
+/// start, merged): the same saturation point as one client, by goodput as by the queue, and
+/// a probe stream beside it.
 #[test]
 fn four_workers_find_the_same_saturation_point_as_one() {
     // The seeds' queue trigger: this test is about the split load, not the tuning. The steps
@@ -142,6 +143,8 @@ fn four_workers_find_the_same_saturation_point_as_one() {
             "e2e=5s",
             "--knee",
             "goodput:95",
+            "--probe-rate",
+            "1",
         ],
     );
     let t = json(&out.join("thresholds.json"));
@@ -173,6 +176,17 @@ fn four_workers_find_the_same_saturation_point_as_one() {
     assert!(text.contains("judged by goodput ≥ 95 %"), "{text}");
     assert_eq!(t["slo"]["e2e_s"], 5.0, "{t:#}");
     assert_eq!(t["knee"]["goodput"], 0.95, "{t:#}");
+    // One probe a second beside the plan (sent by the first worker only): a newcomer's stall
+    // grows past the knee, from tens of milliseconds at 50 req/s to seconds at 60 and 70.
+    let stall = |i: usize| steps[i]["probe"]["ttft"]["p95"].as_f64().unwrap();
+    let sent = steps[4]["probe"]["sent"].as_u64().unwrap();
+    assert!((59..=61).contains(&sent), "{:#}", steps[4]);
+    assert!(stall(4) < 0.5, "{:#}", steps[4]);
+    assert!(
+        stall(5) > 4.0 * stall(4) && stall(6) > 4.0 * stall(4),
+        "{steps:#?}"
+    );
+    assert!(text.contains("probe p95"), "{text}");
     // The workers' good requests add up to each step's goodput.
     for st in steps {
         let g = &st["goodput"];

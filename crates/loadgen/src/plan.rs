@@ -140,6 +140,8 @@ pub struct Plan {
     pub wait_ready: Option<DurationValue>,
     /// The latency SLO each step's goodput counts against: `ttft=500ms,tpot=50ms,e2e=5s`.
     pub slo: Option<String>,
+    /// Single-token probe requests per second beside the plan.
+    pub probe_rate: Option<f64>,
 }
 
 /// Why a plan cannot run. Each names the field (as the plan file spells it).
@@ -347,6 +349,7 @@ impl Plan {
             grace: self.grace.or(base.grace),
             wait_ready: self.wait_ready.or(base.wait_ready),
             slo: self.slo.or(base.slo),
+            probe_rate: self.probe_rate.or(base.probe_rate),
         }
     }
 
@@ -555,6 +558,16 @@ impl Plan {
             .as_ref()
             .map(|w| w.get("wait_ready"))
             .transpose()?;
+        let probe_rate = match self.probe_rate {
+            Some(r) if !(r.is_finite() && (0.0..=100.0).contains(&r)) => {
+                return Err(invalid(
+                    "probe_rate",
+                    format!("{r}: expected probes per second, 0 to 100"),
+                ));
+            }
+            Some(r) if r > 0.0 => Some(r),
+            _ => None,
+        };
         let slo = self
             .slo
             .as_deref()
@@ -589,6 +602,7 @@ impl Plan {
             grace,
             segment: crate::schedule::Segment::WHOLE,
             start_at: None,
+            probe_rate_rps: probe_rate,
         };
         Ok(ResolvedPlan {
             url,

@@ -10,6 +10,7 @@
 //! sampling, progress and step reports run on the caller's runtime. When the in-flight cap is
 //! reached the request is dropped, counted, and never sent (k6's `dropped_iterations`).
 
+mod probes;
 mod sender;
 mod steps;
 
@@ -75,6 +76,9 @@ pub struct LoadConfig {
     /// When the schedule starts (every worker of a split run waits for the same instant);
     /// `None`: at once.
     pub start_at: Option<SystemTime>,
+    /// Single-token probe requests per second (server time) beside the plan, outside its
+    /// in-flight cap (`None`: none); see `run/probes.rs`.
+    pub probe_rate_rps: Option<f64>,
 }
 
 /// Live progress, for a terminal or a log.
@@ -305,6 +309,10 @@ pub async fn run(
         t0,
         &cfg.requests,
     ));
+    let probe_task = probes::Probes::of(&cfg, &windows)?.map(|p| {
+        let rx = stop_rx.clone();
+        tokio::spawn(p.run(t0, rx))
+    });
     let mut done_rx = sender.go(Arc::clone(&shared))?;
 
     let mut marks = StepMarks::at_start(n_stages, first_bound, cpu0);
@@ -368,6 +376,18 @@ pub async fn run(
     if let Some(t) = sampler_task {
         let _ = t.await;
     }
+    // The probes end with the plan's last window; one still waiting gets the grace the
+    // plan's requests got, and is then left out.
+    let probe_results = match probe_task {
+        Some(mut t) => match tokio::time::timeout(cfg.grace, &mut t).await {
+            Ok(Ok(r)) => r,
+            _ => {
+                t.abort();
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
     let records = in_order(&shared.records);
     let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
     let ran = Ran {
@@ -377,6 +397,8 @@ pub async fn run(
         marks: &marks,
         windows: &windows,
         probe: &probe,
+        probes: (cfg.probe_rate_rps.is_some() && cfg.segment.index == 0)
+            .then_some(&probe_results[..]),
         interrupted,
     };
     let steps = ran.steps();
@@ -464,6 +486,8 @@ struct Ran<'a> {
     marks: &'a [StepMarks],
     windows: &'a [StageWindow],
     probe: &'a Probe,
+    /// The probe stream's results, when it ran.
+    probes: Option<&'a [probes::ProbeResult]>,
     interrupted: bool,
 }
 
@@ -475,7 +499,7 @@ impl Ran<'_> {
         (0..cfg.stages.len())
             .filter(|i| !self.interrupted || last_step.is_some_and(|l| *i <= l))
             .map(|i| {
-                step_report(StepInput {
+                let mut report = step_report(StepInput {
                     index: i,
                     stage: &cfg.stages[i],
                     window: windows[i],
@@ -490,7 +514,11 @@ impl Ran<'_> {
                         windows[i].end,
                         marks[i].stolen_s(),
                     )),
-                })
+                });
+                report.probe = self
+                    .probes
+                    .map(|p| probes::step(p, windows[i], cfg.speedup));
+                report
             })
             .collect()
     }
@@ -532,6 +560,7 @@ impl Ran<'_> {
                 timeout_s: cfg.client.timeout.as_secs_f64(),
                 speedup: cfg.speedup,
                 seed: cfg.seed,
+                probe_rate_rps: cfg.probe_rate_rps,
             },
             warmup: None,
             timeline: timeline(

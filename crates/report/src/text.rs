@@ -67,6 +67,8 @@ pub struct StepCells {
     pub lag_p99: Option<String>,
     /// The share of requests within the run's SLO and their rate (`97.2 % · 48.6/s`).
     pub goodput: Option<String>,
+    /// The probe stream's time to first token, p95.
+    pub probe_p95: Option<String>,
 }
 
 impl StepCells {
@@ -102,6 +104,7 @@ impl StepCells {
             goodput: st
                 .goodput
                 .map(|g| format!("{:.1} % · {:.1}/s", g.attainment * 100.0, g.rate_rps)),
+            probe_p95: secs(st.probe.and_then(|p| p.ttft.p95)),
         }
     }
 }
@@ -140,6 +143,7 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         );
     }
     let goodput_col = run.slo.is_some();
+    let probe_col = run.plan.probe_rate_rps.is_some();
     let _ = writeln!(
         o,
         "\n  {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7}{}  verdict",
@@ -152,6 +156,10 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         "queuemx",
         if goodput_col {
             format!(" {:>17}", "goodput")
+        } else {
+            String::new()
+        } + &if probe_col {
+            format!(" {:>9}", "probe p95")
         } else {
             String::new()
         }
@@ -169,9 +177,17 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         } else {
             String::new()
         };
+        let probe = if probe_col {
+            format!(
+                " {:>9}",
+                s.probe.and_then(|p| p.ttft.p95).map_or("-".into(), fmt_s)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}{good}  {}",
+            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}{good}{probe}  {}",
             match s.concurrency {
                 Some(c) => format!("c={c}"),
                 None => format!("{}", s.target_rps),

@@ -224,6 +224,22 @@ pub struct StepReport {
     /// The requests that met the run's SLO ([`RunReport::slo`]); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<crate::slo::Goodput>,
+    /// The probe stream's requests intended during the step (`--probe-rate`); absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeStep>,
+}
+
+/// What the probe stream's single-token requests met during a step: the head-of-line stall a
+/// newcomer waits, apart from the workload.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProbeStep {
+    /// Probes intended during the step's sending window.
+    pub sent: u64,
+    /// Of them, answered well.
+    pub ok: u64,
+    /// Their time to first token (intended send to first token, server time), seconds.
+    pub ttft: Percentiles,
 }
 
 /// A step's latency histograms in HdrHistogram's V2 encoding (base64): microseconds, three
@@ -302,6 +318,9 @@ pub struct PlanReport {
     pub speedup: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// The probe stream's rate beside the plan, req/s (`--probe-rate`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_rate_rps: Option<f64>,
 }
 
 /// The server that was loaded.

@@ -399,6 +399,8 @@ fn merge_step(parts: &[(&String, &StepReport)]) -> Result<StepReport, MergeError
             .map(|(_, s)| s.goodput.map(|g| (g.scheduled, g.good)))
             .try_fold((0, 0), |(n, g), x| x.map(|(a, b)| (n + a, g + b)))
             .map(|(n, g)| Goodput::of(n, g, first.duration_s)),
+        // One worker sent the probe stream.
+        probe: parts.iter().find_map(|(_, s)| s.probe),
     })
 }
 

@@ -432,6 +432,7 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
             lag: lag.encode(),
         }),
         goodput: None,
+        probe: None,
     }
 }
 

@@ -104,6 +104,7 @@ fn plan_of(a: &RunArgs, url: String, speedup: f64) -> Plan {
         warmup: Some(a.warmup),
         wait_ready: a.wait_ready.map(Into::into),
         slo: a.slo.clone(),
+        probe_rate: a.probe_rate,
         ..Plan::default()
     }
 }
@@ -135,6 +136,10 @@ fn worker_args(a: &RunArgs, url: &str, speedup: f64) -> Vec<std::ffi::OsString> 
     }
     if let Some(slo) = &a.slo {
         v.extend(["--slo".into(), slo.into()]);
+    }
+    if let Some(r) = a.probe_rate {
+        // Every worker is given it; only the first sends the stream.
+        v.extend(["--probe-rate".into(), r.to_string().into()]);
     }
     if let Some(m) = &a.max_tokens {
         v.extend(["--max-tokens".into(), m.into()]);

@@ -596,6 +596,7 @@ fn load_flags(a: &LoadArgs) -> Plan {
         grace: a.grace.map(Into::into),
         wait_ready: a.wait_ready.map(Into::into),
         slo: a.slo.clone(),
+        probe_rate: a.probe_rate,
     }
 }
 

@@ -112,5 +112,6 @@ pub(crate) fn load(api: SocketAddr, stages: Vec<Stage>, speedup: f64, stream: bo
         grace: Duration::from_secs(5),
         segment: inferscale_loadgen::schedule::Segment::WHOLE,
         start_at: None,
+        probe_rate_rps: None,
     }
 }
