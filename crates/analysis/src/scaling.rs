@@ -187,6 +187,25 @@ fn sig3(x: f64) -> f64 {
     (x * d).round() / d
 }
 
+/// The token backlog's target per pod at utilisation `u` of `capacity_rps`: Little's law in
+/// uncached prompt tokens, and why.
+fn token_target(t: &Thresholds, u: f64, capacity_rps: f64) -> (f64, String) {
+    let (w, which) = healthy_latency(t);
+    let requests = u * capacity_rps * w;
+    let (prompt, known) = match t.workload.prompt_tokens_mean {
+        Some(p) if p > 0.0 => (p, "the measured mean prompt"),
+        _ => (1.0, "no prompt length was recorded: one token a request"),
+    };
+    let k = sig3(requests * prompt);
+    (
+        k.max(1.0),
+        format!(
+            "Little's law in prompt tokens: {:.0} % × {capacity_rps:.1} req/s × {w:.2} s (the healthy step's {which} latency) = {requests:.1} requests in flight × {prompt:.0} tokens ({known}) = {k} uncached prompt tokens dispatched per pod; the HPA asks for ceil(backlog / {k}) replicas, so long prompts weigh more than short ones",
+            u * 100.0
+        ),
+    )
+}
+
 impl Policy {
     /// The policy derived from the thresholds by rule: `primary` at `utilisation` of
     /// `capacity_rps` per replica (the measured capacity, or the capacity at the SLO that
@@ -239,20 +258,9 @@ impl Policy {
                 l.max(1.0)
             }
             Primary::GatewayTokens => {
-                let requests = u * capacity_rps * w;
-                let (prompt, known) = match t.workload.prompt_tokens_mean {
-                    Some(p) if p > 0.0 => (p, "the measured mean prompt"),
-                    _ => (1.0, "no prompt length was recorded: one token a request"),
-                };
-                let k = sig3(requests * prompt);
-                reasons.insert(
-                    "target".into(),
-                    format!(
-                        "Little's law in prompt tokens: {:.0} % × {capacity_rps:.1} req/s × {w:.2} s (the healthy step's {which} latency) = {requests:.1} requests in flight × {prompt:.0} tokens ({known}) = {k} uncached prompt tokens dispatched per pod; the HPA asks for ceil(backlog / {k}) replicas, so long prompts weigh more than short ones",
-                        u * 100.0
-                    ),
-                );
-                k.max(1.0)
+                let (k, why) = token_target(t, u, capacity_rps);
+                reasons.insert("target".into(), why);
+                k
             }
             Primary::Queue => {
                 let q = f64::from(t.scale_out.queue_depth_per_pod);

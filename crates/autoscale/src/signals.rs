@@ -314,26 +314,19 @@ fn gateway(
     let (ttft, ntpot) = slo_targets(t);
     let mut slo = Vec::new();
     let mut about = Vec::new();
-    if let Some(s) = ttft {
-        slo.push(trigger(
-            "epp-slo-ttft",
-            slo_ratio(GatewaySignal::Ttft, s, o),
-            "Value",
-            1.0,
-            o,
-        ));
-        about.push(format!("P90 TTFT / {s} s"));
-    }
-    if let Some(s) = ntpot {
-        let s = (s * 1e4).round() / 1e4;
-        slo.push(trigger(
+    for (name, signal, label, target) in [
+        ("epp-slo-ttft", GatewaySignal::Ttft, "TTFT", ttft),
+        (
             "epp-slo-ntpot",
-            slo_ratio(GatewaySignal::Ntpot, s, o),
-            "Value",
-            1.0,
-            o,
-        ));
-        about.push(format!("P90 NTPOT / {s} s"));
+            GatewaySignal::Ntpot,
+            "NTPOT",
+            ntpot.map(|s| (s * 1e4).round() / 1e4),
+        ),
+    ] {
+        if let Some(s) = target {
+            slo.push(trigger(name, slo_ratio(signal, s, o), "Value", 1.0, o));
+            about.push(format!("P90 {label} / {s} s"));
+        }
     }
     if !slo.is_empty() {
         out.push((

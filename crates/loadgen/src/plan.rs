@@ -296,6 +296,28 @@ impl ResolvedPlan {
 }
 
 impl Plan {
+    /// What the run measures beside the plan: the probe stream's rate (`None`: off) and the
+    /// SLO goodput counts against, checked.
+    fn measures(&self) -> Result<(Option<f64>, Option<inferscale_results::slo::Slo>), PlanError> {
+        let probe_rate = match self.probe_rate {
+            Some(r) if !(r.is_finite() && (0.0..=100.0).contains(&r)) => {
+                return Err(invalid(
+                    "probe_rate",
+                    format!("{r}: expected probes per second, 0 to 100"),
+                ));
+            }
+            Some(r) if r > 0.0 => Some(r),
+            _ => None,
+        };
+        let slo = self
+            .slo
+            .as_deref()
+            .map(inferscale_results::slo::Slo::parse)
+            .transpose()
+            .map_err(|e| invalid("slo", e.why))?;
+        Ok((probe_rate, slo))
+    }
+
     /// This plan over `base`: each setting this one gives wins; the load's shape (rates,
     /// concurrency or stages) comes from this plan entirely when it gives any of them.
     pub fn over(self, base: Plan) -> Plan {
@@ -558,22 +580,7 @@ impl Plan {
             .as_ref()
             .map(|w| w.get("wait_ready"))
             .transpose()?;
-        let probe_rate = match self.probe_rate {
-            Some(r) if !(r.is_finite() && (0.0..=100.0).contains(&r)) => {
-                return Err(invalid(
-                    "probe_rate",
-                    format!("{r}: expected probes per second, 0 to 100"),
-                ));
-            }
-            Some(r) if r > 0.0 => Some(r),
-            _ => None,
-        };
-        let slo = self
-            .slo
-            .as_deref()
-            .map(inferscale_results::slo::Slo::parse)
-            .transpose()
-            .map_err(|e| invalid("slo", e.why))?;
+        let (probe_rate, slo) = self.measures()?;
         let config = LoadConfig {
             client: ClientConfig {
                 target: url.clone(),

@@ -256,6 +256,9 @@ pub fn parse_rfc3339(t: &str) -> Option<f64> {
 /// report; the ticker reads progress; the [sampler](Sampler) scrapes the
 /// server; the [probe](Probe) notices the machine's stalls. This function starts them, passes
 /// their notes on, stops them, and assembles the report.
+// Long: it starts six concurrent parts (sender, step watcher, ticker, sampler, stall probe,
+// probe stream) and stops them in the one order that loses no record; split, the order
+// would be spread over functions that each hold half the handles.
 pub async fn run(
     cfg: LoadConfig,
     dataset: Option<String>,
@@ -309,10 +312,7 @@ pub async fn run(
         t0,
         &cfg.requests,
     ));
-    let probe_task = probes::Probes::of(&cfg, &windows)?.map(|p| {
-        let rx = stop_rx.clone();
-        tokio::spawn(p.run(t0, rx))
-    });
+    let probe_task = probes::Probes::of(&cfg, &windows)?.map(|p| p.spawn(t0, &stop_rx));
     let mut done_rx = sender.go(Arc::clone(&shared))?;
 
     let mut marks = StepMarks::at_start(n_stages, first_bound, cpu0);
@@ -376,18 +376,7 @@ pub async fn run(
     if let Some(t) = sampler_task {
         let _ = t.await;
     }
-    // The probes end with the plan's last window; one still waiting gets the grace the
-    // plan's requests got, and is then left out.
-    let probe_results = match probe_task {
-        Some(mut t) => match tokio::time::timeout(cfg.grace, &mut t).await {
-            Ok(Ok(r)) => r,
-            _ => {
-                t.abort();
-                Vec::new()
-            }
-        },
-        None => Vec::new(),
-    };
+    let probe_results = probes::collect(probe_task, cfg.grace).await;
     let records = in_order(&shared.records);
     let samples = sampler.as_ref().map(|s| s.samples()).unwrap_or_default();
     let ran = Ran {
@@ -397,8 +386,7 @@ pub async fn run(
         marks: &marks,
         windows: &windows,
         probe: &probe,
-        probes: (cfg.probe_rate_rps.is_some() && cfg.segment.index == 0)
-            .then_some(&probe_results[..]),
+        probes: probe_results.as_deref(),
         interrupted,
     };
     let steps = ran.steps();

@@ -75,6 +75,15 @@ impl Probes {
         }))
     }
 
+    /// [`Probes::run`] on its own task.
+    pub(super) fn spawn(
+        self,
+        t0: Instant,
+        stop: &watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<Vec<ProbeResult>> {
+        tokio::spawn(self.run(t0, stop.clone()))
+    }
+
     /// Sends the stream from `t0` until `until_s` or `stop`, and returns every probe's result
     /// once each has ended (a probe's own deadline is the client's timeout).
     pub(super) async fn run(
@@ -124,6 +133,23 @@ impl Probes {
         out.sort_by(|a, b| a.intended_s.total_cmp(&b.intended_s));
         out
     }
+}
+
+/// The stream's results once it ended: it ends with the plan's last window, and a probe still
+/// waiting then gets `grace` (what the plan's requests got), after which the stream's
+/// results are left out.
+pub(super) async fn collect(
+    task: Option<tokio::task::JoinHandle<Vec<ProbeResult>>>,
+    grace: Duration,
+) -> Option<Vec<ProbeResult>> {
+    let mut t = task?;
+    Some(match tokio::time::timeout(grace, &mut t).await {
+        Ok(Ok(r)) => r,
+        _ => {
+            t.abort();
+            Vec::new()
+        }
+    })
 }
 
 /// The probes intended during `window` (wall seconds), their TTFT in server time
