@@ -449,7 +449,10 @@ fn a_stopped_process_reports_the_stall_beside_the_lag() {
 }
 
 /// Goodput per step, recounted from the requests themselves with the definitions
-/// `inferscale load --help` gives: the same counts as run.json's.
+/// `inferscale load --help` gives: the same counts as run.json's. The SLO splits the
+/// requests whatever the machine's speed: a request of one token has no TPOT and meets the
+/// 1 µs bound, one of two or three cannot (the engine takes milliseconds a token), and the
+/// TTFT and e2e bounds are far above any latency here.
 #[test]
 fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
     let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
@@ -468,9 +471,9 @@ fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
         "--rest",
         "1s",
         "--max-tokens",
-        "uniform:40,160",
+        "uniform:1,3",
         "--slo",
-        "ttft=300ms,tpot=30ms,e2e=3s",
+        "ttft=10m,tpot=1us,e2e=10m",
         "--out",
         out.to_str().unwrap(),
         "--requests-out",
@@ -478,7 +481,7 @@ fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(v["slo"]["e2e_s"], 3.0, "{}", v["slo"]);
+    assert_eq!(v["slo"]["e2e_s"], 600.0, "{}", v["slo"]);
     let k = v["plan"]["speedup"].as_f64().unwrap();
     let mut recount = [(0u64, 0u64); 2];
     for line in std::fs::read_to_string(&reqs).unwrap().lines() {
@@ -503,7 +506,7 @@ fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
             Some(f) if n > 1 => Some((end - f) / (n - 1) as f64 * k),
             _ => None,
         };
-        let good = ttft <= 0.3 && e2e <= 3.0 && tpot.is_none_or(|t| t <= 0.03);
+        let good = ttft <= 600.0 && e2e <= 600.0 && tpot.is_none_or(|t| t <= 1e-6);
         recount[step].1 += u64::from(good);
     }
     let (mut all, mut good) = (0, 0);
