@@ -8,7 +8,11 @@
 - dcgm/node-8gpu.prom: an 8x H100 node's dcgm-exporter 4.x output with the default counters
   (plus the ECC single-bit volatile counter many clusters enable), labels in the exporter's
   render order, `Hostname` as released exporters write it, Kubernetes mapping on.
+- traces/chat-sessions.jsonl: a Mooncake-format trace of multi-turn chat (see chat_trace).
 """
+import json
+import math
+import os
 import random
 
 rng = random.Random(7)
@@ -151,5 +155,57 @@ def dcgm_node():
     return "\n".join(out) + "\n"
 
 
+def chat_trace():
+    """A Mooncake-format trace of chat conversations (AIPerf's session_id and delay too):
+    conversations start as a Poisson process (0.5/s for 240 s), each on one of four 1024-token
+    system prompts, with 1 to 8 turns; a turn's context is the one before, its answer and a new
+    user message, so its full 512-token blocks keep their ids and the rest get new ones. The
+    recorded timestamps assume a server answering in 0.3 s + 25 ms a token, then the user's
+    think time (exponential, mean 8 s)."""
+    r = random.Random(37)
+    block = 512
+    next_id = [8]  # ids 0..7: the four system prompts' two blocks each
+
+    def fresh():
+        next_id[0] += 1
+        return next_id[0] - 1
+
+    rows = []
+    t = 0.0
+    c = 0
+    while True:
+        t += r.expovariate(0.5)
+        if t > 240:
+            break
+        c += 1
+        system = r.randrange(4)
+        ids = [2 * system, 2 * system + 1]
+        context = 2 * block
+        turns = min(8, 1 + int(r.expovariate(1 / 2.2)))
+        at = t
+        delay = 0.0
+        for k in range(turns):
+            user = max(16, int(r.lognormvariate(math.log(200), 0.8)))
+            before = context
+            context += user
+            full = before // block  # blocks that were full before this turn keep their ids
+            ids = ids[:full]
+            while len(ids) < -(-context // block):
+                ids.append(fresh())
+            out = max(1, min(2048, int(r.lognormvariate(math.log(150), 0.7))))
+            row = {"timestamp": int(at * 1000), "input_length": context,
+                   "output_length": out, "hash_ids": list(ids), "session_id": f"c{c}"}
+            if k > 0:
+                row["delay"] = int(delay * 1000)
+            rows.append(row)
+            context += out
+            delay = r.expovariate(1 / 8.0)
+            at += 0.3 + 0.025 * out + delay
+    rows.sort(key=lambda x: x["timestamp"])
+    return "".join(json.dumps(x) + "\n" for x in rows)
+
+
 open("testdata/vllm/metrics_v0_9.prom", "w").write(vllm_v09())
+os.makedirs("testdata/traces", exist_ok=True)
+open("testdata/traces/chat-sessions.jsonl", "w").write(chat_trace())
 open("testdata/dcgm/node-8gpu.prom", "w").write(dcgm_node())

@@ -99,6 +99,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
                 ttft_p95_s: None,
                 queue_time_p95_s: None,
                 success_delta: Some(n as f64),
+                prefix_cache_hit_rate: None,
                 samples: 60,
             }),
             client: ClientStep {
@@ -115,6 +116,7 @@ fn build(steps: Vec<S>, metrics: bool) -> RunReport {
             },
             histograms: None,
             goodput: None,
+            cache: None,
             probe: None,
         });
         for (k, q) in st.queue.iter().enumerate() {

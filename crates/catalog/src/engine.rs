@@ -90,7 +90,7 @@ impl Engine {
     pub fn lacks(self) -> Vec<crate::Signal> {
         crate::Signal::ALL
             .into_iter()
-            .filter(|s| s.tier() != crate::Tier::Gpu && !self.serves(*s))
+            .filter(|s| s.tier() != crate::Tier::Gpu && s.in_method() && !self.serves(*s))
             .collect()
     }
 

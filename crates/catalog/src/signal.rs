@@ -80,6 +80,10 @@ pub enum Signal {
     GenerationTokens,
     /// Tokens per engine step.
     IterationTokens,
+    /// Prompt tokens looked up in the prefix cache.
+    PrefixCacheQueries,
+    /// Of them, found there (the hit rate is hits ÷ queries over a window).
+    PrefixCacheHits,
     /// GPU utilisation, percent.
     GpuUtil,
     /// Memory-copy (memory-controller) utilisation, percent.
@@ -100,7 +104,7 @@ pub enum Signal {
 
 impl Signal {
     /// Every signal, in display order.
-    pub const ALL: [Signal; 23] = [
+    pub const ALL: [Signal; 25] = [
         Signal::QueueDepth,
         Signal::Running,
         Signal::RequestsOk,
@@ -116,6 +120,8 @@ impl Signal {
         Signal::PromptTokens,
         Signal::GenerationTokens,
         Signal::IterationTokens,
+        Signal::PrefixCacheQueries,
+        Signal::PrefixCacheHits,
         Signal::GpuUtil,
         Signal::MemCopyUtil,
         Signal::FbUsed,
@@ -144,6 +150,8 @@ impl Signal {
             Signal::PromptTokens => "prompt_tokens",
             Signal::GenerationTokens => "generation_tokens",
             Signal::IterationTokens => "iteration_tokens",
+            Signal::PrefixCacheQueries => "prefix_cache_queries",
+            Signal::PrefixCacheHits => "prefix_cache_hits",
             Signal::GpuUtil => "gpu_util",
             Signal::MemCopyUtil => "gpu_mem_copy_util",
             Signal::FbUsed => "gpu_fb_used_mib",
@@ -173,6 +181,8 @@ impl Signal {
             Signal::PromptTokens => "prompt tokens",
             Signal::GenerationTokens => "generation tokens",
             Signal::IterationTokens => "tokens per step",
+            Signal::PrefixCacheQueries => "prefix-cache queries",
+            Signal::PrefixCacheHits => "prefix-cache hits",
             Signal::GpuUtil => "GPU util %",
             Signal::MemCopyUtil => "mem-copy util %",
             Signal::FbUsed => "FB used MiB",
@@ -190,9 +200,8 @@ impl Signal {
         match self {
             QueueDepth | Running | RequestsOk | RequestsAborted | RequestsErrored | Ttft | Tpot
             | Itl | E2eLatency | QueueTime => Tier::Service,
-            KvCacheUsage | Preemptions | PromptTokens | GenerationTokens | IterationTokens => {
-                Tier::Engine
-            }
+            KvCacheUsage | Preemptions | PromptTokens | GenerationTokens | IterationTokens
+            | PrefixCacheQueries | PrefixCacheHits => Tier::Engine,
             GpuUtil | MemCopyUtil | FbUsed | FbFree | Power | EccSbeVolatile | SmClock
             | GpuTemp => Tier::Gpu,
         }
@@ -205,9 +214,17 @@ impl Signal {
             QueueDepth | Running | KvCacheUsage | GpuUtil | MemCopyUtil | FbUsed | FbFree
             | Power | SmClock | GpuTemp => SignalKind::Gauge,
             RequestsOk | RequestsAborted | RequestsErrored | Preemptions | PromptTokens
-            | GenerationTokens | EccSbeVolatile => SignalKind::Counter,
+            | GenerationTokens | EccSbeVolatile | PrefixCacheQueries | PrefixCacheHits => {
+                SignalKind::Counter
+            }
             Ttft | Tpot | Itl | E2eLatency | QueueTime | IterationTokens => SignalKind::Histogram,
         }
+    }
+
+    /// Whether the method reads it (the others are read when served, and an engine that
+    /// lacks them is not said to lack anything).
+    pub fn in_method(self) -> bool {
+        !matches!(self, Signal::PrefixCacheQueries | Signal::PrefixCacheHits)
     }
 
     /// How series combine.

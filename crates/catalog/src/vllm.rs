@@ -716,7 +716,7 @@ pub static DEPRECATED_FAMILIES: &[(VllmFamily, &str)] = &[
             engine_label: true,
             extra_labels: &[],
             buckets: None,
-            value: Value::NotModelled,
+            value: Value::PrefixCacheHits,
         },
         "vllm:prefix_cache_hits_total",
     ),

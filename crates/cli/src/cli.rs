@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::units::{parse_duration, parse_rate, parse_size};
+use crate::units::{parse_duration, parse_rate, parse_size, parse_speed};
 
 /// Measure, monitor and autoscale LLM inference deployments.
 #[derive(Debug, Parser)]
@@ -430,6 +430,11 @@ pub(crate) struct AnalyzeArgs {
     /// --slo; `goodput` alone is 95). The knee is the highest rate sustained.
     #[arg(long, value_name = "KNEE", default_value = "queue")]
     pub(crate) knee: String,
+    /// Another run.json to compare with (the same workload with prefix caching off, on
+    /// another release, another setup): the summary and the report say how far the knee
+    /// and the capacity moved, and each run's prefix-cache hit rate at its knee.
+    #[arg(long, value_name = "RUN_JSON")]
+    pub(crate) baseline: Option<std::path::PathBuf>,
     /// Print thresholds.json to stdout instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
@@ -567,6 +572,37 @@ pub(crate) struct RunArgs {
     /// max_tokens (N or a distribution, as in `inferscale load`).
     #[arg(long, value_name = "LEN")]
     pub(crate) max_tokens: Option<String>,
+    /// Synthetic prompts of this many tokens (N or a distribution, as --max-tokens): with
+    /// --shape, each prompt's unique part.
+    #[arg(long, value_name = "LEN")]
+    pub(crate) prompt_tokens: Option<String>,
+    /// Prompts that share prefixes, so the server's prefix cache is exercised and each
+    /// step reports its hit rate (the server's count beside what the prompts imply):
+    /// system-prompt:POOL,TOKENS (one of POOL system prompts first), few-shot:TOKENS (one
+    /// preamble for all) or multi-turn:TURNS[,USERS] (conversations whose turns carry the
+    /// history; 16 users at once by default). --prompt-tokens is each unique part [default:
+    /// 128].
+    #[arg(long, value_name = "SHAPE")]
+    pub(crate) shape: Option<String>,
+    /// Replay a Mooncake-format trace (JSON lines: timestamp ms, input_length,
+    /// output_length, hash_ids of 512-token blocks; AIPerf's session_id and delay too): its
+    /// schedule replaces the rates, its prompts are regenerated so that equal block ids give
+    /// equal text, and each step reports the hit rate they imply beside the server's.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rates", "shape"])]
+    pub(crate) trace: Option<std::path::PathBuf>,
+    /// When a trace's later turns of a conversation are sent: timestamp (at their own time,
+    /// answered or not) or think-time (when the turn before has ended, plus its recorded
+    /// delay, or else the gap between the two timestamps). run.json records it.
+    #[arg(long, value_name = "RULE", requires = "trace")]
+    pub(crate) dispatch: Option<String>,
+    /// Replay the trace at these speeds, one step each (2x: twice as fast; 1x,2x,4x for
+    /// stepped load from one trace) [default: 1x].
+    #[arg(long, value_name = "X,X,...", value_delimiter = ',', value_parser = parse_speed, requires = "trace")]
+    pub(crate) speed: Option<Vec<f64>>,
+    /// The embedded simulator without prefix caching (vLLM's --no-enable-prefix-caching):
+    /// beside a run with it, shows what the cache is worth to a --shape or --trace workload.
+    #[arg(long, conflicts_with = "url")]
+    pub(crate) no_prefix_caching: bool,
     /// Send the load from N local worker processes, each `inferscale load --segment I/N`
     /// from one shared start, and merge their parts (OUT/parts/) into run.json: the path a
     /// load split across machines takes, on one.
@@ -1661,8 +1697,32 @@ pub(crate) struct LoadArgs {
     #[arg(long, value_name = "LEN", conflicts_with = "dataset")]
     pub(crate) prompt_tokens: Option<String>,
     /// Prompts from a JSONL file ({"prompt": ...} or {"messages": [...]}) or ShareGPT JSON.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["shape", "trace"])]
     pub(crate) dataset: Option<std::path::PathBuf>,
+    /// Prompts that share prefixes, so the server's prefix cache is exercised and each
+    /// step reports its hit rate (the server's count beside what the prompts imply):
+    /// system-prompt:POOL,TOKENS (one of POOL system prompts first), few-shot:TOKENS (one
+    /// preamble for all) or multi-turn:TURNS[,USERS] (conversations whose turns carry the
+    /// history; 16 users at once by default). --prompt-tokens is each unique part [default:
+    /// 128].
+    #[arg(long, value_name = "SHAPE")]
+    pub(crate) shape: Option<String>,
+    /// Replay a Mooncake-format trace (JSON lines: timestamp ms, input_length,
+    /// output_length, hash_ids of 512-token blocks; AIPerf's session_id and delay too): its
+    /// schedule replaces the rates, its prompts are regenerated so that equal block ids give
+    /// equal text, and each step reports the hit rate they imply beside the server's.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rates", "concurrency", "shape", "prompt", "prompt_tokens"])]
+    pub(crate) trace: Option<std::path::PathBuf>,
+    /// When a trace's later turns of a conversation are sent: timestamp (at their own time,
+    /// answered or not) or think-time (when the turn before has ended, plus its recorded
+    /// delay, or else the gap between the two timestamps). run.json records it.
+    #[arg(long, value_name = "RULE", requires = "trace")]
+    pub(crate) dispatch: Option<String>,
+    /// Replay the trace at these speeds, one step each (2x: twice as fast; 1x,2x,4x for
+    /// stepped load from one trace) [default: 1x].
+    #[arg(long, value_name = "X,X,...", value_delimiter = ',', value_parser = parse_speed, requires = "trace")]
+    pub(crate) speed: Option<Vec<f64>>,
+
     /// Sampling temperature.
     #[arg(long, value_name = "T")]
     pub(crate) temperature: Option<f64>,

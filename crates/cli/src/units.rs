@@ -41,6 +41,13 @@ pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A trace replay's speed (`2`, `2x`, `0.5x`), for clap.
+pub(crate) fn parse_speed(s: &str) -> Result<f64, String> {
+    inferscale_loadgen::trace::parse_speed(s).ok_or_else(|| {
+        format!("{s:?} is not a speed (expected a factor above 0 and at most 1000, such as 2x)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -524,3 +524,238 @@ fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("goodput"), "{table}");
 }
+
+/// The prefix-cache hit rate a trace's `hash_ids` imply, recounted here from the file: each
+/// prompt's leading 512-token blocks seen in an earlier prompt, in whole 16-token blocks, at
+/// most all but one token.
+fn implied_hit_rate(trace: &str) -> f64 {
+    let mut seen = std::collections::HashSet::new();
+    let (mut hits, mut all) = (0u64, 0u64);
+    for line in trace.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let input = v["input_length"].as_u64().unwrap();
+        let ids: Vec<u64> = v["hash_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        let mut matched = 0;
+        for (k, id) in ids.iter().enumerate() {
+            if !seen.contains(id) {
+                break;
+            }
+            matched += (input - 512 * k as u64).min(512);
+        }
+        seen.extend(ids);
+        hits += matched.min(input - 1) / 16 * 16;
+        all += input;
+    }
+    hits as f64 / all as f64
+}
+
+/// A Mooncake-format trace of chat sessions, replayed at 2× (a slack server) and 16× (past
+/// its capacity) by each dispatch rule, each against a fresh simulator: the simulator's
+/// prefix cache finds what the `hash_ids` imply; think-time dispatch never sends a turn
+/// before the one before it ended (plus its delay), timestamp dispatch sends each at its own
+/// time; the two agree on a slack server and part past saturation, where think-time
+/// dispatch holds the load back as its users wait.
+#[test]
+fn a_trace_replay_finds_the_cache_its_hash_ids_imply_under_either_dispatch_rule() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/traces/chat-sessions.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let n = lines.len();
+    let t0 = lines[0]["timestamp"].as_f64().unwrap();
+    let implied = implied_hit_rate(&text);
+    let mut p95 = Vec::new();
+    for rule in ["timestamp", "think-time"] {
+        let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
+        let out = tmp(&format!("trace-{rule}.json"));
+        let reqs = tmp(&format!("trace-{rule}.jsonl"));
+        let o = run(&[
+            "load",
+            "--url",
+            &s.url,
+            "--speedup",
+            "10",
+            "--wait-ready",
+            "120s",
+            "--trace",
+            path.to_str().unwrap(),
+            "--dispatch",
+            rule,
+            "--speed",
+            "2x,16x",
+            "--rest",
+            "30s",
+            "--out",
+            out.to_str().unwrap(),
+            "--requests-out",
+            reqs.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(v["plan"]["requests"]["prompt"]["dispatch"], rule);
+        let steps = v["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 2);
+        let first = &steps[0];
+        assert_eq!(first["requests"]["ok"], n as u64, "{}", first["requests"]);
+        let rate = first["cache"]["implied_hit_rate"].as_f64().unwrap();
+        assert!((rate - implied).abs() < 1e-9, "{rate} vs {implied}");
+        let measured = first["server"]["prefix_cache_hit_rate"].as_f64().unwrap();
+        assert!(
+            (measured - implied).abs() < 0.05,
+            "{rule}: the simulator found {measured:.3}, the hash_ids imply {implied:.3}"
+        );
+        p95.push([0, 1].map(|i| steps[i]["latency_s"]["e2e"]["p95"].as_f64().unwrap()));
+
+        // When each request was meant to go, against the trace.
+        let records: Vec<serde_json::Value> = std::fs::read_to_string(&reqs)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let k = 10.0;
+        let (mut overlapped, mut checked) = (0, 0);
+        for (step, speed) in [(0usize, 2.0), (1, 16.0)] {
+            let start = steps[step]["start_s"].as_f64().unwrap() / k;
+            let of = |j: usize| &records[step * n + j];
+            let mut last: std::collections::HashMap<&str, usize> = Default::default();
+            for (j, line) in lines.iter().enumerate() {
+                assert_eq!(of(j)["index"], (step * n + j) as u64);
+                let at = of(j)["intended_s"].as_f64().unwrap();
+                // The replay starts with the trace's first request.
+                let ts = (line["timestamp"].as_f64().unwrap() - t0) / 1000.0 / speed / k;
+                let before = last.insert(line["session_id"].as_str().unwrap(), j);
+                match (rule, before) {
+                    ("think-time", Some(p)) => {
+                        let ended = of(p)["end_s"].as_f64().unwrap();
+                        let delay = line["delay"].as_f64().unwrap() / 1000.0 / speed / k;
+                        assert!(
+                            at >= ended + delay - 1e-3,
+                            "turn {j}: {at} < {ended} + {delay}"
+                        );
+                        checked += 1;
+                    }
+                    (_, p) => {
+                        assert!(
+                            (at - (start + ts)).abs() < 1e-3,
+                            "request {j}: {at} vs {ts}"
+                        );
+                        let ended = p.map(|p| of(p)["end_s"].as_f64().unwrap());
+                        overlapped += usize::from(ended.is_some_and(|e| at < e));
+                    }
+                }
+            }
+        }
+        match rule {
+            "think-time" => assert!(checked > 100, "{checked}"),
+            _ => assert!(
+                overlapped > 0,
+                "no turn went before the one before it ended"
+            ),
+        }
+    }
+    let (slack, saturated) = (p95[1][0] / p95[0][0], p95[1][1] / p95[0][1]);
+    assert!(
+        (0.75..1.33).contains(&slack),
+        "slack: think-time's p95 e2e is {slack:.2}× timestamp's"
+    );
+    assert!(
+        saturated < 0.75,
+        "saturated: think-time's p95 e2e is {saturated:.2}× timestamp's ({p95:?})"
+    );
+}
+
+/// A multi-turn workload whose turns carry long histories (six turns of 384-token messages
+/// and 48-token answers, an agent's shape) on the default rates, against the simulator with
+/// prefix caching and without: the cache moves the knee, and `analyze --baseline` says by
+/// how much, from the two runs' own analyses.
+#[test]
+fn prefix_caching_moves_a_multi_turn_knee_and_analyze_says_by_how_much() {
+    let mut knees = Vec::new();
+    let mut files = Vec::new();
+    for caching in [true, false] {
+        let mut args = vec!["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"];
+        if !caching {
+            args.push("--no-enable-prefix-caching");
+        }
+        let s = sim(&args);
+        let out = tmp(&format!("multi-turn-{caching}.json"));
+        let o = run(&[
+            "load",
+            "--url",
+            &s.url,
+            "--speedup",
+            "10",
+            "--wait-ready",
+            "120s",
+            "--shape",
+            "multi-turn:6",
+            "--prompt-tokens",
+            "384",
+            "--max-tokens",
+            "48",
+            "--step",
+            "30s",
+            "--rest",
+            "10s",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let table = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(table.contains("cache hit"), "{table}");
+        let dir = tmp(&format!("multi-turn-{caching}"));
+        let a = run(&[
+            "analyze",
+            out.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+        let t: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+        knees.push(t["saturation_rps"].as_f64().unwrap());
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        let hit = v["steps"][0]["server"]["prefix_cache_hit_rate"]
+            .as_f64()
+            .unwrap();
+        let implied = v["steps"][0]["cache"]["implied_hit_rate"].as_f64().unwrap();
+        if caching {
+            assert!((hit - implied).abs() < 0.05, "{hit} vs {implied}");
+        } else {
+            assert_eq!(hit, 0.0);
+        }
+        files.push(out);
+    }
+    assert!(
+        knees[0] > knees[1],
+        "caching on {} vs off {}",
+        knees[0],
+        knees[1]
+    );
+    let a = run(&[
+        "analyze",
+        files[0].to_str().unwrap(),
+        "--out",
+        tmp("multi-turn-compared").to_str().unwrap(),
+        "--baseline",
+        files[1].to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&a.stdout).into_owned();
+    let moved = format!(
+        "knee      {:.1} → {:.1} req/s (+{:.1}",
+        knees[1],
+        knees[0],
+        knees[0] - knees[1]
+    );
+    assert!(text.contains(&moved), "{moved:?} not in {text}");
+    let html = std::fs::read_to_string(tmp("multi-turn-compared").join("report.html")).unwrap();
+    assert!(html.contains("Against the baseline"));
+}

@@ -5,7 +5,8 @@
 //! - [`transport`]: *how* — OpenAI completions or chat, streaming (an incremental SSE decoder)
 //!   or not, with or without connection reuse, a deadline per request;
 //! - [`prompt`]: *what* — a fixed prompt, the seeds' random-first-word prompt, synthetic
-//!   lengths, or a dataset (JSONL, ShareGPT);
+//!   lengths, a dataset (JSONL, ShareGPT), shared-prefix shapes or a replayed trace
+//!   ([`trace`]);
 //! - [`mod@run`]: the driver that sends on time, drops at the in-flight cap, samples the server's
 //!   metrics ([`sampler`]), watches for stalls of the whole machine ([`probe`]) and builds the
 //!   report ([`report`], from [`record`]s);
@@ -16,7 +17,7 @@
 //! exactly one outcome: ok, http_error, timeout, connect_error, stream_error or dropped.
 
 // The pure parts, re-exported where they have always been found.
-pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold};
+pub use inferscale_workload::{hdr, merge, parts, prompt, record, schedule, threshold, trace};
 // The HTTP client, in its own crate since scaler, monitor and check share it.
 pub use inferscale_http::{
     Auth, AuthError, Target, UrlError, auth, h1, prometheus, scrape, target, tls, transport,

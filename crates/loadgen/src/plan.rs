@@ -20,6 +20,7 @@ use crate::run::LoadConfig;
 use crate::schedule::{Arrival, Stage};
 use crate::target::{Target, UrlError};
 use crate::threshold::Threshold;
+use crate::trace::{Dispatch, Shape};
 use crate::transport::ClientConfig;
 
 /// The highest offered rate a plan takes, req/s (a million; one client holds ~20,000).
@@ -114,6 +115,15 @@ pub struct Plan {
     pub prompt_tokens: Option<LengthValue>,
     /// Prompts from a JSONL or ShareGPT file.
     pub dataset: Option<PathBuf>,
+    /// Prompts that share prefixes: `system-prompt:POOL,TOKENS`, `few-shot:TOKENS` or
+    /// `multi-turn:TURNS[,USERS]` (`prompt_tokens` is each unique part).
+    pub shape: Option<String>,
+    /// A Mooncake-format trace to replay (its schedule replaces `rates` and `stages`).
+    pub trace: Option<PathBuf>,
+    /// How a trace's later turns are sent: `timestamp` or `think-time`.
+    pub dispatch: Option<String>,
+    /// The trace's replays, one step each, at these speeds (default: 1).
+    pub speed: Option<Vec<f64>>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
     /// Ask the server to ignore end-of-sequence tokens.
@@ -324,12 +334,27 @@ impl Plan {
         let shape_here =
             self.rates.is_some() || self.concurrency.is_some() || self.stages.is_some();
         // The prompt's source is one choice too.
-        let prompt_here =
-            self.prompt.is_some() || self.prompt_tokens.is_some() || self.dataset.is_some();
-        let (prompt, prompt_tokens, dataset) = if prompt_here {
-            (self.prompt, self.prompt_tokens, self.dataset)
+        let prompt_here = self.prompt.is_some()
+            || self.prompt_tokens.is_some()
+            || self.dataset.is_some()
+            || self.shape.is_some()
+            || self.trace.is_some();
+        let (prompt, prompt_tokens, dataset, shape, trace) = if prompt_here {
+            (
+                self.prompt,
+                self.prompt_tokens,
+                self.dataset,
+                self.shape,
+                self.trace,
+            )
         } else {
-            (base.prompt, base.prompt_tokens, base.dataset)
+            (
+                base.prompt,
+                base.prompt_tokens,
+                base.dataset,
+                base.shape,
+                base.trace,
+            )
         };
         let (rates, concurrency, stages) = if shape_here {
             (self.rates, self.concurrency, self.stages)
@@ -352,6 +377,10 @@ impl Plan {
             prompt,
             prompt_tokens,
             dataset,
+            shape,
+            trace,
+            dispatch: self.dispatch.or(base.dispatch),
+            speed: self.speed.or(base.speed),
             temperature: self.temperature.or(base.temperature),
             ignore_eos: self.ignore_eos.or(base.ignore_eos),
             timeout: self.timeout.or(base.timeout),
@@ -373,6 +402,64 @@ impl Plan {
             slo: self.slo.or(base.slo),
             probe_rate: self.probe_rate.or(base.probe_rate),
         }
+    }
+
+    /// A trace's replay as the prompts' source, checked (`None` without a trace). Its
+    /// schedule is the trace's: the load generator sets the steps when it reads the file.
+    fn replayed(&self) -> Result<Option<PromptSource>, PlanError> {
+        let Some(trace) = &self.trace else {
+            for (field, given) in [
+                ("dispatch", self.dispatch.is_some()),
+                ("speed", self.speed.is_some()),
+            ] {
+                if given {
+                    return Err(invalid(
+                        field,
+                        "applies to a trace replay only (give `trace`)",
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        for (field, given) in [
+            ("rates", self.rates.is_some()),
+            ("concurrency", self.concurrency.is_some()),
+            ("stages", self.stages.is_some()),
+            ("dataset", self.dataset.is_some()),
+            ("shape", self.shape.is_some()),
+            ("prompt", self.prompt.is_some()),
+        ] {
+            if given {
+                return Err(invalid(
+                    field,
+                    "cannot go with a trace, which sets its own prompts and schedule (give `speed` for several steps)",
+                ));
+            }
+        }
+        let dispatch = match self.dispatch.as_deref() {
+            None => Dispatch::default(),
+            Some(d) => Dispatch::parse(d).ok_or_else(|| {
+                invalid("dispatch", format!("{d:?} is not timestamp or think-time"))
+            })?,
+        };
+        let speeds = self.speed.clone().unwrap_or_else(|| vec![1.0]);
+        if speeds.is_empty() {
+            return Err(invalid("speed", "needs at least one speed"));
+        }
+        if let Some(bad) = speeds
+            .iter()
+            .find(|s| !(s.is_finite() && **s > 0.0 && **s <= 1000.0))
+        {
+            return Err(invalid(
+                "speed",
+                format!("{bad}: expected a factor above 0 and at most 1000"),
+            ));
+        }
+        Ok(Some(PromptSource::Trace {
+            path: trace.display().to_string(),
+            dispatch,
+            speeds,
+        }))
     }
 
     fn stages(&self, step: Duration, rest: Duration) -> Result<Vec<Stage>, PlanError> {
@@ -494,7 +581,14 @@ impl Plan {
             .rest
             .as_ref()
             .map_or(Ok(DEFAULT_REST), |s| s.get("rest"))?;
-        let stages = self.stages(step, rest)?;
+        let stages = if self.trace.is_some() {
+            // Placeholders, one per speed with the rest after it: the trace's own schedule
+            // replaces them when the file is read (`run::trace_replay`).
+            let n = self.speed.as_ref().map_or(1, Vec::len).max(1);
+            vec![Stage::constant(1.0, 1.0, rest.as_secs_f64()); n]
+        } else {
+            self.stages(step, rest)?
+        };
         let arrival = parse_arrival(self.arrival.as_deref().unwrap_or("constant"))?;
         let api = match self.api.as_deref() {
             None | Some("completions") => Api::Completions,
@@ -510,9 +604,21 @@ impl Plan {
             .max_tokens
             .as_ref()
             .map_or(Ok(Length::Fixed { tokens: 100 }), |v| v.get("max_tokens"))?;
-        let prompt = if let Some(d) = &self.dataset {
+        let prompt = if let Some(p) = self.replayed()? {
+            p
+        } else if let Some(d) = &self.dataset {
             PromptSource::Dataset {
                 path: d.display().to_string(),
+            }
+        } else if let Some(shape) = &self.shape {
+            PromptSource::Shared {
+                shape: Shape::parse(shape).map_err(|e| invalid("shape", e.to_string()))?,
+                length: self
+                    .prompt_tokens
+                    .as_ref()
+                    .map_or(Ok(Length::Fixed { tokens: 128 }), |l| {
+                        l.get("prompt_tokens")
+                    })?,
             }
         } else if let Some(t) = self.prompt.clone() {
             if t.trim().is_empty() {
@@ -615,7 +721,7 @@ impl Plan {
             url,
             model: self.model,
             config,
-            dataset: self.dataset,
+            dataset: self.dataset.or(self.trace),
             warmup: self.warmup.unwrap_or(0),
             thresholds,
             wait_ready,

@@ -152,6 +152,14 @@ pub enum LoadError {
     /// The request bodies cannot be prepared.
     #[error(transparent)]
     Dataset(#[from] crate::prompt::DatasetError),
+    /// A trace's replays cannot be scheduled.
+    #[error(transparent)]
+    Replay(#[from] crate::trace::ReplayError),
+    /// Think-time dispatch with the schedule split across workers.
+    #[error(
+        "--dispatch think-time cannot be split across workers (a turn waits for the one before, which another worker may send); use one worker or --dispatch timestamp"
+    )]
+    SplitThinkTime,
     /// The operating system refused a thread.
     #[error("cannot start the sending thread")]
     Thread(#[source] std::io::Error),
@@ -260,7 +268,7 @@ pub fn parse_rfc3339(t: &str) -> Option<f64> {
 // probe stream) and stops them in the one order that loses no record; split, the order
 // would be spread over functions that each hold half the handles.
 pub async fn run(
-    cfg: LoadConfig,
+    mut cfg: LoadConfig,
     dataset: Option<String>,
     mut progress: impl FnMut(Progress) + Send,
     interrupt: impl Future<Output = ()>,
@@ -277,7 +285,8 @@ pub async fn run(
         windows,
         bodies,
         extra,
-    } = work(&cfg, dataset.as_deref())?;
+        follow,
+    } = work(&mut cfg, dataset.as_deref())?;
     let started_at = now_rfc3339();
     let client = Arc::new(Client::new(cfg.client.clone()));
     let sampler = sampler_for(&cfg);
@@ -288,7 +297,8 @@ pub async fn run(
         None => None,
     };
     let (again_tx, again_rx) = mpsc::unbounded_channel();
-    let sending = Sending::new(&planned, k, extra.len(), &cfg, again_rx);
+    let (later_tx, later_rx) = mpsc::unbounded_channel();
+    let sending = Sending::new(&planned, &follow, extra.len(), &cfg, (again_rx, later_rx));
     let sender = Sender::start(Arc::clone(&client), preconnect(&cfg), sending).await?;
     let (t0, late_s) = start_time(&cfg);
     let cpu0 = process_cpu_s();
@@ -307,7 +317,11 @@ pub async fn run(
         Arc::clone(&client),
         &planned_per_stage,
         (bodies, extra),
-        again_tx,
+        sender::Next {
+            again: again_tx,
+            follow,
+            later: later_tx,
+        },
         &windows,
         t0,
         &cfg.requests,
@@ -386,6 +400,7 @@ pub async fn run(
         marks: &marks,
         windows: &windows,
         probe: &probe,
+        bodies: &shared.bodies,
         probes: probe_results.as_deref(),
         interrupted,
     };
@@ -418,22 +433,34 @@ impl Sending {
     /// `again`.
     fn new(
         planned: &[Planned],
-        speedup: f64,
+        follow: &[Option<(usize, f64)>],
         extra: usize,
         cfg: &LoadConfig,
-        again: mpsc::UnboundedReceiver<usize>,
+        (again, later): (
+            mpsc::UnboundedReceiver<usize>,
+            mpsc::UnboundedReceiver<(usize, Instant)>,
+        ),
     ) -> Sending {
+        // A trace's later turns are sent when the turn before ends, not at their own time.
+        let mut follows = vec![false; planned.len()];
+        follow
+            .iter()
+            .flatten()
+            .for_each(|&(j, _)| follows[j] = true);
         Sending {
             schedule: planned
                 .iter()
                 .enumerate()
-                .map(|(i, p)| (p.at / speedup, i))
+                .filter(|(i, _)| !follows[*i])
+                .map(|(i, p)| (p.at / cfg.speedup, i))
                 .collect(),
             kinds: planned.iter().map(|p| (p.stage, p.closed)).collect(),
             extra,
             max_in_flight: cfg.max_in_flight,
             grace: cfg.grace,
             again,
+            later,
+            waiting: std::collections::BinaryHeap::new(),
             deadlines: Vec::with_capacity(cfg.max_in_flight.min(1 << 16)),
         }
     }
@@ -474,6 +501,8 @@ struct Ran<'a> {
     marks: &'a [StepMarks],
     windows: &'a [StageWindow],
     probe: &'a Probe,
+    /// The planned requests' bodies (what their prompts imply for a prefix cache).
+    bodies: &'a [Prepared],
     /// The probe stream's results, when it ran.
     probes: Option<&'a [probes::ProbeResult]>,
     interrupted: bool,
@@ -506,6 +535,7 @@ impl Ran<'_> {
                 report.probe = self
                     .probes
                     .map(|p| probes::step(p, windows[i], cfg.speedup));
+                report.cache = cache_step(self.bodies, self.records.iter().filter(|r| r.step == i));
                 report
             })
             .collect()
@@ -567,6 +597,22 @@ impl Ran<'_> {
     }
 }
 
+/// What the prompts a step sent imply for a prefix cache, when they have a structure.
+fn cache_step<'a>(
+    bodies: &[Prepared],
+    records: impl Iterator<Item = &'a Record>,
+) -> Option<inferscale_results::run::CacheStep> {
+    let (mut prompt, mut hits, mut any) = (0u64, 0u64, false);
+    for r in records.filter(|r| r.sent_s.is_some()) {
+        if let Some((p, h)) = bodies.get(r.index as usize).and_then(|b| b.implied) {
+            prompt += u64::from(p);
+            hits += u64::from(h);
+            any = true;
+        }
+    }
+    any.then(|| inferscale_results::run::CacheStep::of(prompt, hits))
+}
+
 /// What a run sends: its share of the planned requests, the steps' windows (wall seconds),
 /// the planned requests' bodies and the closed-loop successors' pool.
 struct Work {
@@ -574,13 +620,50 @@ struct Work {
     windows: Vec<StageWindow>,
     bodies: Arc<Vec<Prepared>>,
     extra: Arc<Vec<Prepared>>,
+    /// A trace's think-time dispatch (wall seconds): see `Shared::follow`.
+    follow: Vec<Option<(usize, f64)>>,
+}
+
+/// A trace replay's schedule: its steps (which replace `cfg.stages`), requests, windows and
+/// who follows whom (server seconds). `None` when the prompts are not a trace.
+pub fn trace_replay(
+    cfg: &mut LoadConfig,
+    text: Option<&str>,
+) -> Result<Option<crate::trace::Replay>, LoadError> {
+    let crate::prompt::PromptSource::Trace {
+        path,
+        dispatch,
+        speeds,
+    } = &cfg.requests.prompt
+    else {
+        return Ok(None);
+    };
+    let text = text.ok_or_else(|| crate::prompt::DatasetError::NotRead { name: path.clone() })?;
+    let turns = crate::trace::parse_mooncake(text, path)
+        .map_err(|e| LoadError::Dataset(crate::prompt::DatasetError::Trace(e)))?;
+    if *dispatch == crate::trace::Dispatch::ThinkTime && cfg.segment.count > 1 {
+        return Err(LoadError::SplitThinkTime);
+    }
+    let rest = cfg.stages.first().map_or(0.0, |s| s.rest_s);
+    let replay = crate::trace::replay(&turns, speeds, rest, *dispatch)?;
+    cfg.stages.clone_from(&replay.stages);
+    Ok(Some(replay))
 }
 
 /// The plan, resolved into requests and their bodies, this worker's share of them kept.
-fn work(cfg: &LoadConfig, dataset: Option<&str>) -> Result<Work, LoadError> {
+fn work(cfg: &mut LoadConfig, dataset: Option<&str>) -> Result<Work, LoadError> {
     let k = cfg.speedup;
-    let (planned, windows_sim): (Vec<Planned>, Vec<StageWindow>) =
-        plan(&cfg.stages, cfg.arrival, cfg.seed)?;
+    let (planned, windows_sim, follow) = match trace_replay(cfg, dataset)? {
+        Some(r) => (r.planned, r.windows, r.follow),
+        None => {
+            let (p, w) = plan(&cfg.stages, cfg.arrival, cfg.seed)?;
+            (p, w, Vec::new())
+        }
+    };
+    let follow = follow
+        .into_iter()
+        .map(|f| f.map(|(j, think)| (j, think / k)))
+        .collect();
     // Bodies are prepared for the whole plan, so a worker sends the very bodies one client
     // would have sent for its share.
     let bodies = prepare(&cfg.requests, planned.len(), cfg.seed, dataset)?;
@@ -619,6 +702,7 @@ fn work(cfg: &LoadConfig, dataset: Option<&str>) -> Result<Work, LoadError> {
         windows,
         bodies: Arc::new(bodies),
         extra: Arc::new(extra),
+        follow,
     })
 }
 

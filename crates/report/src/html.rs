@@ -603,7 +603,7 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
     o.push_str("</ul>");
 
     // Every step.
-    o.push_str("<h2>Every step</h2><table><tr><th>offered (req/s)</th><th>achieved</th><th>ok</th><th>failed</th><th>dropped</th><th>e2e p50</th><th>e2e p95</th><th>e2e p99</th><th>TTFT p95</th><th>TPOT p50</th><th>queue p95</th><th>queue max</th><th>running max</th><th>KV max</th><th>srv e2e p95</th><th>lag p99</th><th>goodput</th><th>probe TTFT p95</th><th class=\"l\">verdict</th></tr>");
+    o.push_str("<h2>Every step</h2><table><tr><th>offered (req/s)</th><th>achieved</th><th>ok</th><th>failed</th><th>dropped</th><th>e2e p50</th><th>e2e p95</th><th>e2e p99</th><th>TTFT p95</th><th>TPOT p50</th><th>queue p95</th><th>queue max</th><th>running max</th><th>KV max</th><th>srv e2e p95</th><th>lag p99</th><th>goodput</th><th>probe TTFT p95</th><th title=\"the server's count / what the prompts' structure implies\">prefix-cache hit</th><th class=\"l\">verdict</th></tr>");
     for (s, j) in run.steps.iter().zip(&sat.steps) {
         let class = match j.verdict {
             Verdict::Sustained => "ok",
@@ -630,6 +630,7 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
             c.lag_p99,
             c.goodput,
             c.probe_p95,
+            c.cache_hit,
         ] {
             let _ = write!(o, "<td>{}</td>", cell.unwrap_or_else(|| "–".into()));
         }
@@ -643,13 +644,14 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
     o.push_str("</table>");
     let _ = write!(
         o,
-        "<p class=\"sub\">Plan: {} step(s), {} arrivals, {} requests ({}), in-flight cap {}, connection reuse {}. Latencies are measured from each request's intended send time. Written by {}.</p>",
+        "<p class=\"sub\">Plan: {} step(s), {} arrivals, {}, {} requests ({}), in-flight cap {}, connection reuse {}. Latencies are measured from each request's intended send time. Written by {}.</p>",
         run.plan.stages.len(),
         match run.plan.arrival {
             inferscale_results::plan::Arrival::Constant => "constant".to_owned(),
             inferscale_results::plan::Arrival::Poisson => "Poisson".to_owned(),
             inferscale_results::plan::Arrival::Gamma { shape } => format!("gamma (shape {shape})"),
         },
+        esc(&run.plan.requests.prompt.describe()),
         if run.plan.requests.stream {
             "streaming"
         } else {

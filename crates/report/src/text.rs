@@ -69,6 +69,32 @@ pub struct StepCells {
     pub goodput: Option<String>,
     /// The probe stream's time to first token, p95.
     pub probe_p95: Option<String>,
+    /// The prefix-cache hit rate: the server's count, and what the prompts imply
+    /// (`61 % / 63 %`).
+    pub cache_hit: Option<String>,
+}
+
+/// An offered rate as a table shows it: `10`, `1.01` (a trace replay's mean rate is rarely
+/// whole).
+pub fn offered(rps: f64) -> String {
+    if rps.fract() == 0.0 {
+        format!("{rps}")
+    } else {
+        let s = format!("{rps:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+/// A step's prefix-cache hit rates, the server's / the prompts' implied (`-` for one not
+/// known); `None` when neither is.
+fn cache_cell(st: &StepReport) -> Option<String> {
+    let server = st.server.as_ref().and_then(|s| s.prefix_cache_hit_rate);
+    let implied = st.cache.map(|c| c.implied_hit_rate);
+    if server.is_none() && implied.is_none() {
+        return None;
+    }
+    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.0} %", v * 100.0));
+    Some(format!("{} / {}", pct(server), pct(implied)))
 }
 
 impl StepCells {
@@ -81,7 +107,7 @@ impl StepCells {
         StepCells {
             offered: match st.concurrency {
                 Some(c) => format!("c={c}"),
-                None => format!("{}", st.target_rps),
+                None => offered(st.target_rps),
             },
             sent: format!("{:.2}", st.sent_rps),
             achieved: format!("{:.2}", st.achieved_rps),
@@ -105,6 +131,7 @@ impl StepCells {
                 .goodput
                 .map(|g| format!("{:.1} % · {:.1}/s", g.attainment * 100.0, g.rate_rps)),
             probe_p95: secs(st.probe.and_then(|p| p.ttft.p95)),
+            cache_hit: cache_cell(st),
         }
     }
 }
@@ -144,6 +171,15 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
     }
     let goodput_col = run.slo.is_some();
     let probe_col = run.plan.probe_rate_rps.is_some();
+    // Shown for prompts with a cache structure (a shape, a trace).
+    let cache_col = run.steps.iter().any(|s| s.cache.is_some());
+    if cache_col {
+        let _ = writeln!(o, "  prompts: {}", run.plan.requests.prompt.describe());
+        let _ = writeln!(
+            o,
+            "  prefix cache: each step's hit rate as the server counted it / as the prompts' structure implies (an unbounded cache, sent in order); the server's is lower where its cache evicted, or a prompt came before the one it shares with was computed"
+        );
+    }
     let _ = writeln!(
         o,
         "\n  {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7}{}  verdict",
@@ -160,6 +196,10 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
             String::new()
         } + &if probe_col {
             format!(" {:>9}", "probe p95")
+        } else {
+            String::new()
+        } + &if cache_col {
+            format!(" {:>13}", "cache hit")
         } else {
             String::new()
         }
@@ -185,12 +225,17 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         } else {
             String::new()
         };
+        let cache = if cache_col {
+            format!(" {:>13}", cache_cell(s).unwrap_or_else(|| "-".into()))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}{good}{probe}  {}",
+            "  {:>9} {:>9.2} {:>8} {:>8} {:>8} {:>7} {:>7}{good}{probe}{cache}  {}",
             match s.concurrency {
                 Some(c) => format!("c={c}"),
-                None => format!("{}", s.target_rps),
+                None => offered(s.target_rps),
             },
             s.achieved_rps,
             o2(s.latency_s.e2e.p50, &fmt_s),

@@ -207,6 +207,171 @@ pub enum PromptSource {
         /// The file.
         path: String,
     },
+    /// Prompts that share prefixes by construction (a pool of system prompts, multi-turn
+    /// conversations), each request's unique part of `length` tokens.
+    Shared {
+        /// How the prompts share.
+        shape: Shape,
+        /// The unique part of each prompt (a user message), tokens.
+        length: Length,
+    },
+    /// A replayed trace (Mooncake's JSONL: timestamps, lengths, `hash_ids`), its prompts
+    /// regenerated so that equal block ids give equal text; the schedule is the trace's.
+    Trace {
+        /// The file.
+        path: String,
+        /// When a conversation's later turns are sent.
+        dispatch: Dispatch,
+        /// The replays, one step each: the trace's clock divided by each.
+        speeds: Vec<f64>,
+    },
+}
+
+impl PromptSource {
+    /// In words, for a report: `seeds' prompt`, `trace t.jsonl (think-time dispatch, at
+    /// 1×, 2×)`.
+    pub fn describe(&self) -> String {
+        match self {
+            PromptSource::Fixed { .. } => "a fixed prompt".into(),
+            PromptSource::Seeds => "the seeds' prompt".into(),
+            PromptSource::Synthetic { .. } => "synthetic prompts".into(),
+            PromptSource::Dataset { path } => format!("dataset {path}"),
+            PromptSource::Shared { shape, .. } => format!("shared-prefix prompts ({shape})"),
+            PromptSource::Trace {
+                path,
+                dispatch,
+                speeds,
+            } => format!(
+                "trace {path} ({} dispatch, at {})",
+                dispatch.name(),
+                speeds
+                    .iter()
+                    .map(|s| format!("{s}×"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// How prompts share prefixes (`--shape`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Shape {
+    /// Each prompt starts with one of `pool` system prompts of `tokens` tokens, chosen
+    /// uniformly (a pool of 1 is a few-shot preamble every request carries).
+    SystemPrompt {
+        /// System prompts in the pool.
+        pool: u32,
+        /// Tokens each.
+        tokens: u32,
+    },
+    /// Conversations of `turns` turns, `users` of them under way at once: turn k's prompt is
+    /// the k − 1 earlier user messages and answers, then a new user message. Arrivals go to
+    /// the users in turn.
+    MultiTurn {
+        /// Turns per conversation.
+        turns: u32,
+        /// Conversations under way at once.
+        users: u32,
+    },
+}
+
+/// A `--shape` that is none of the forms [`Shape::parse`] reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid shape {input:?}: {why} (expected system-prompt:POOL,TOKENS or multi-turn:TURNS[,USERS])"
+)]
+pub struct ShapeError {
+    /// What was given.
+    pub input: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+impl Shape {
+    /// Conversations under way at once when `multi-turn:TURNS` gives no number.
+    pub const DEFAULT_USERS: u32 = 16;
+
+    /// Parses `system-prompt:POOL,TOKENS`, `few-shot:TOKENS` (a pool of one) or
+    /// `multi-turn:TURNS[,USERS]`.
+    pub fn parse(s: &str) -> Result<Shape, ShapeError> {
+        let bad = |why: &str| ShapeError {
+            input: s.to_owned(),
+            why: why.to_owned(),
+        };
+        let (kind, args) = s.split_once(':').ok_or_else(|| bad("no parameters"))?;
+        let nums = args
+            .split(',')
+            .map(|x| x.trim().parse::<u32>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| bad("the parameters must be whole numbers"))?;
+        if nums.contains(&0) {
+            return Err(bad("every parameter must be at least 1"));
+        }
+        match (kind, &nums[..]) {
+            ("system-prompt", &[pool, tokens]) if tokens <= 1_000_000 && pool <= 1_000_000 => {
+                Ok(Shape::SystemPrompt { pool, tokens })
+            }
+            ("few-shot", &[tokens]) if tokens <= 1_000_000 => {
+                Ok(Shape::SystemPrompt { pool: 1, tokens })
+            }
+            ("multi-turn", &[turns]) if turns <= 1000 => Ok(Shape::MultiTurn {
+                turns,
+                users: Self::DEFAULT_USERS,
+            }),
+            ("multi-turn", &[turns, users]) if turns <= 1000 && users <= 100_000 => {
+                Ok(Shape::MultiTurn { turns, users })
+            }
+            ("system-prompt" | "few-shot" | "multi-turn", _) => {
+                Err(bad("wrong number of parameters, or one too large"))
+            }
+            _ => Err(bad("unknown kind")),
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Shape::SystemPrompt { pool, tokens } => write!(f, "system-prompt:{pool},{tokens}"),
+            Shape::MultiTurn { turns, users } => write!(f, "multi-turn:{turns},{users}"),
+        }
+    }
+}
+
+/// When a conversation's later turns are sent in a trace replay (`--dispatch`); published
+/// replays show the choice alone moves the tail latency, so run.json records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// Every request at its trace timestamp (÷ the speed), whether or not the turn before it
+    /// has been answered: open loop.
+    #[default]
+    Timestamp,
+    /// A conversation's first turn at its timestamp; each later turn when the turn before it
+    /// has ended, plus its recorded think time (the trace's `delay`, or else the gap between
+    /// the two turns' timestamps): a user who reads the answer first.
+    ThinkTime,
+}
+
+impl Dispatch {
+    /// Parses `timestamp` or `think-time`.
+    pub fn parse(s: &str) -> Option<Dispatch> {
+        match s {
+            "timestamp" => Some(Dispatch::Timestamp),
+            "think-time" => Some(Dispatch::ThinkTime),
+            _ => None,
+        }
+    }
+
+    /// As the flag spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dispatch::Timestamp => "timestamp",
+            Dispatch::ThinkTime => "think-time",
+        }
+    }
 }
 
 /// Everything about the requests of a run except when they are sent.

@@ -113,6 +113,11 @@ pub struct ServerStep {
     pub queue_time_p95_s: Option<f64>,
     /// Requests the server finished normally during the step and its drain.
     pub success_delta: Option<f64>,
+    /// The share of prompt tokens the server found in its prefix cache over the step and
+    /// its drain (`prefix_cache_hits` ÷ `prefix_cache_queries`); absent where the server
+    /// does not count them, or looked nothing up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
     /// Scrapes taken in the step.
     pub samples: u64,
 }
@@ -224,10 +229,43 @@ pub struct StepReport {
     /// The requests that met the run's SLO ([`RunReport::slo`]); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<crate::slo::Goodput>,
+    /// What the step's prompts could have found in a prefix cache, by their structure (a
+    /// shape or a trace); absent for prompts without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheStep>,
     /// The probe stream's requests intended during the step (`--probe-rate`); absent
     /// without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeStep>,
+}
+
+/// The prefix-cache structure of a step's prompts (`--shape`, `--trace`): what an engine with
+/// an unbounded prefix cache, sent the prompts in order, would find. The server's own count
+/// is [`ServerStep::prefix_cache_hit_rate`]; a bounded cache, or a prompt sent before the one
+/// it shares with was computed, makes that lower.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CacheStep {
+    /// Prompt tokens of the step's requests that were sent.
+    pub prompt_tokens: u64,
+    /// Of them, those the structure says were cached (whole 16-token blocks).
+    pub implied_hit_tokens: u64,
+    /// Their ratio.
+    pub implied_hit_rate: f64,
+}
+
+impl CacheStep {
+    /// `hits` of `prompt` tokens.
+    pub fn of(prompt: u64, hits: u64) -> CacheStep {
+        CacheStep {
+            prompt_tokens: prompt,
+            implied_hit_tokens: hits,
+            implied_hit_rate: if prompt == 0 {
+                0.0
+            } else {
+                hits as f64 / prompt as f64
+            },
+        }
+    }
 }
 
 /// What the probe stream's single-token requests met during a step: the head-of-line stall a

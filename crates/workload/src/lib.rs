@@ -6,6 +6,8 @@
 //!   (JSONL, ShareGPT), as request bodies prepared ahead;
 //! - [`record`]: what each request did, and its aggregation into steps and a timeline (the
 //!   client-limited rule included);
+//! - [`trace`]: prompts with cache structure — a replayed Mooncake trace, shared-prefix
+//!   shapes — and the prefix-cache hit rate they imply;
 //! - [`threshold`]: k6-style pass/fail criteria over the records;
 //! - [`outcome`]: how a request ended;
 //! - [`hdr`]: histograms in HdrHistogram's V2 encoding, so parts of a split run add up
@@ -22,3 +24,4 @@ pub mod prompt;
 pub mod record;
 pub mod schedule;
 pub mod threshold;
+pub mod trace;

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use inferscale_results::run::CacheStep;
 use inferscale_results::run::{
     ClientStep, Latencies, Requests, RunReport, Stalls, StepHistograms, StepReport,
     ThresholdResult, TimelinePoint, Tokens,
@@ -376,6 +377,12 @@ fn merge_step(parts: &[(&String, &StepReport)]) -> Result<StepReport, MergeError
         },
         tokens,
         server: parts.iter().find_map(|(_, s)| s.server.clone()),
+        // The workers' prompts add up, when every one had a structure to count.
+        cache: parts
+            .iter()
+            .map(|(_, s)| s.cache.map(|c| (c.prompt_tokens, c.implied_hit_tokens)))
+            .try_fold((0, 0), |(n, h), x| x.map(|(a, b)| (n + a, h + b)))
+            .map(|(n, h)| CacheStep::of(n, h)),
         client: ClientStep {
             lag_p50_s: lag.quantile(0.5),
             lag_p95_s: lag.quantile(0.95),

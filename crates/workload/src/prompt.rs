@@ -45,6 +45,9 @@ pub struct Prepared {
     pub body: Bytes,
     /// `max_tokens` asked.
     pub max_tokens: u32,
+    /// For a prompt with cache structure (a shape, a trace): its tokens, and those an
+    /// unbounded prefix cache would hold when it is sent in order (`trace::Implied`).
+    pub implied: Option<(u32, u32)>,
 }
 
 const FILLER: &[&str] = &[
@@ -131,6 +134,9 @@ pub enum DatasetError {
     /// A request body could not be serialised (a bug: our types always serialise).
     #[error("cannot serialise a request")]
     Serialise(#[source] serde_json::Error),
+    /// A trace that cannot be replayed.
+    #[error(transparent)]
+    Trace(crate::trace::TraceError),
     /// The plan names a dataset whose text was not passed in.
     #[error("{name}: the dataset was not read")]
     NotRead {
@@ -305,6 +311,32 @@ fn entries(text: &str, name: &str) -> Result<Vec<Entry>, DatasetError> {
     Ok(out)
 }
 
+/// The turns of a source with cache structure: `n` shaped ones, or a trace's (read from
+/// `text`); `None` for the others.
+fn turns_of(
+    spec: &RequestSpec,
+    n: usize,
+    seed: u64,
+    text: Option<&str>,
+) -> Result<Option<Vec<crate::trace::Turn>>, DatasetError> {
+    match &spec.prompt {
+        PromptSource::Shared { shape, length } => Ok(Some(crate::trace::shaped(
+            *shape,
+            n,
+            *length,
+            spec.max_tokens,
+            seed,
+        ))),
+        PromptSource::Trace { path, .. } => {
+            let text = text.ok_or_else(|| DatasetError::NotRead { name: path.clone() })?;
+            crate::trace::parse_mooncake(text, path)
+                .map(Some)
+                .map_err(DatasetError::Trace)
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Prepares `n` request bodies (drawn with `seed`). A dataset is read from `dataset_text`
 /// (the caller reads the file), cycling when it has fewer entries than requests.
 pub fn prepare(
@@ -324,6 +356,8 @@ pub fn prepare(
     let stream_options = spec.stream.then_some(StreamOptions {
         include_usage: true,
     });
+    let turns = turns_of(spec, n, seed, dataset_text)?;
+    let hits = turns.as_deref().map(crate::trace::implied_hits);
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let (messages, own_len) = match (&spec.prompt, &dataset) {
@@ -358,10 +392,33 @@ pub fn prepare(
                     None,
                 )
             }
+            (PromptSource::Shared { .. } | PromptSource::Trace { .. }, None) => {
+                let Some(t) = turns.as_ref().and_then(|t| t.get(i % t.len())) else {
+                    unreachable!("turns_of gives turns for these sources")
+                };
+                (
+                    vec![ChatMessage {
+                        role: "user".into(),
+                        content: t.text(),
+                    }],
+                    Some(t.output),
+                )
+            }
             (PromptSource::Dataset { path }, None) => {
                 return Err(DatasetError::NotRead { name: path.clone() });
             }
         };
+        let implied = turns.as_ref().zip(hits.as_ref()).map(|(t, h)| {
+            let j = i % t.len();
+            // A trace replayed again (the next speed) starts with a cache that holds it.
+            let hit = if i >= t.len() {
+                t[j].prompt_tokens().saturating_sub(1) / crate::trace::ENGINE_BLOCK_TOKENS
+                    * crate::trace::ENGINE_BLOCK_TOKENS
+            } else {
+                h[j]
+            };
+            (t[j].prompt_tokens(), hit)
+        });
         let max_tokens = own_len.unwrap_or_else(|| spec.max_tokens.sample(&mut rng));
         let ignore_eos = spec.ignore_eos.then_some(true);
         let body = match spec.api {
@@ -395,6 +452,7 @@ pub fn prepare(
         out.push(Prepared {
             body: Bytes::from(body),
             max_tokens,
+            implied,
         });
     }
     Ok(out)

@@ -414,6 +414,7 @@ pub fn step_report(input: StepInput<'_>) -> StepReport {
         latency_s: lat,
         tokens,
         server,
+        cache: None,
         client: ClientStep {
             lag_p50_s: lag.quantile(0.5),
             lag_p95_s: lag_p95,
@@ -468,6 +469,11 @@ fn server_step(input: &StepInput<'_>, w: StageWindow) -> Option<ServerStep> {
         s.ttft_p95_s = win.quantile(Signal::Ttft, 0.95);
         s.queue_time_p95_s = win.quantile(Signal::QueueTime, 0.95);
         s.success_delta = win.value(Signal::RequestsOk);
+        s.prefix_cache_hit_rate = win
+            .value(Signal::PrefixCacheQueries)
+            .filter(|q| *q > 0.0)
+            .zip(win.value(Signal::PrefixCacheHits))
+            .map(|(q, h)| h / q);
     }
     Some(s)
 }

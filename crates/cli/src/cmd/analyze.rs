@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::AnalyzeArgs;
-use crate::job::analysis::{degraded, read, write};
+use crate::job::analysis::{degraded, read, write_against};
 use crate::output::emit;
 
 /// Runs the command.
@@ -20,7 +20,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<ExitCode> {
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
     };
-    let w = write(&run, &dir, a.peak_rps, &a.knee)?;
+    let w = write_against(&run, &dir, a.peak_rps, &a.knee, a.baseline.as_deref())?;
     if a.json {
         match &w.analysis.thresholds {
             Ok(t) => emit(&(serde_json::to_string_pretty(t)? + "\n"))?,
@@ -29,6 +29,10 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<ExitCode> {
     } else {
         let mut text = inferscale_report::summary(&run, &w.analysis);
         text.push('\n');
+        if let Some(c) = &w.compared {
+            text.push_str(c);
+            text.push('\n');
+        }
         if let Some(t) = &w.thresholds {
             text.push_str(&format!("wrote {}\n", t.display()));
         }

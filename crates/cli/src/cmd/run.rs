@@ -38,10 +38,15 @@ fn unoptimised() -> bool {
     env!("INFERSCALE_OPT_LEVEL") == "0"
 }
 
-async fn start_embedded(profile: &str, speedup: f64) -> Result<(Embedded, SimConfig)> {
-    let engine = inferscale_engine::profile(profile).ok_or_else(|| {
+async fn start_embedded(
+    profile: &str,
+    speedup: f64,
+    prefix_caching: bool,
+) -> Result<(Embedded, SimConfig)> {
+    let mut engine = inferscale_engine::profile(profile).ok_or_else(|| {
         anyhow!("no simulator profile {profile:?}; `inferscale sim --list` shows them")
     })?;
+    engine.prefix_caching &= prefix_caching;
     let name = engine.model.hf_id.clone();
     let mut cfg = SimConfig::new(engine, name);
     cfg.speedup = speedup;
@@ -100,6 +105,11 @@ fn plan_of(a: &RunArgs, url: String, speedup: f64) -> Plan {
         rest: a.rest.map(Into::into),
         stream: a.no_stream.then_some(false),
         max_tokens: a.max_tokens.clone().map(LengthValue::Text),
+        prompt_tokens: a.prompt_tokens.clone().map(LengthValue::Text),
+        shape: a.shape.clone(),
+        trace: a.trace.clone(),
+        dispatch: a.dispatch.clone(),
+        speed: a.speed.clone(),
         speedup: Some(speedup),
         warmup: Some(a.warmup),
         wait_ready: a.wait_ready.map(Into::into),
@@ -143,6 +153,22 @@ fn worker_args(a: &RunArgs, url: &str, speedup: f64) -> Vec<std::ffi::OsString> 
     }
     if let Some(m) = &a.max_tokens {
         v.extend(["--max-tokens".into(), m.into()]);
+    }
+    if let Some(p) = &a.prompt_tokens {
+        v.extend(["--prompt-tokens".into(), p.into()]);
+    }
+    if let Some(s) = &a.shape {
+        v.extend(["--shape".into(), s.into()]);
+    }
+    if let Some(t) = &a.trace {
+        v.extend(["--trace".into(), t.into()]);
+    }
+    if let Some(d) = &a.dispatch {
+        v.extend(["--dispatch".into(), d.into()]);
+    }
+    if let Some(x) = &a.speed {
+        let x: Vec<String> = x.iter().map(f64::to_string).collect();
+        v.extend(["--speed".into(), x.join(",").into()]);
     }
     // Credentials by file name (the key itself stays in the file or the environment, which
     // the workers inherit).
@@ -316,7 +342,7 @@ fn measure(a: &RunArgs, plan: ResolvedPlan, speedup: f64) -> Result<(RunReport, 
                         "warning: this is an unoptimised build; the embedded simulator and the client may not hold a {k}× speed-up on this machine (the run will say so if they did not): build with `cargo run --release -- run`, or pass --speedup 1"
                     );
                 }
-                let (e, cfg) = start_embedded(profile, k).await?;
+                let (e, cfg) = start_embedded(profile, k, !a.no_prefix_caching).await?;
                 let url = e.url.clone();
                 embedded = Some(e);
                 sim_cfg = Some((profile.to_owned(), cfg));

@@ -20,6 +20,8 @@ pub(crate) struct Written {
     pub(crate) analysis: Analysis,
     pub(crate) thresholds: Option<PathBuf>,
     pub(crate) report: PathBuf,
+    /// Beside a baseline: how far the knee and the capacity moved, in text.
+    pub(crate) compared: Option<String>,
 }
 
 /// Analyses `run` and writes `thresholds.json` (when there are thresholds) and `report.html`
@@ -29,6 +31,19 @@ pub(crate) fn write(
     dir: &Path,
     peak_rps: Option<f64>,
     knee: &str,
+) -> Result<Written> {
+    write_against(run, dir, peak_rps, knee, None)
+}
+
+/// [`write`], and beside `baseline` (another run.json, analysed the same way) when given:
+/// the report gets a section saying how far the knee and the capacity moved, and
+/// [`Written::compared`] the same in text.
+pub(crate) fn write_against(
+    run: &RunReport,
+    dir: &Path,
+    peak_rps: Option<f64>,
+    knee: &str,
+    baseline: Option<&Path>,
 ) -> Result<Written> {
     let knee = inferscale_analysis::Knee::parse(knee)?;
     if matches!(knee, inferscale_analysis::Knee::Goodput(_)) && run.slo.is_none() {
@@ -48,9 +63,30 @@ pub(crate) fn write(
     check_writable(&tpath)?;
     check_writable(&rpath)?;
     let analysis = inferscale_analysis::analyze_by(run, peak_rps, knee);
+    let compared = match baseline {
+        Some(path) => {
+            let base = read(path)?;
+            let base_a = inferscale_analysis::analyze_by(&base, peak_rps, knee);
+            let sides = (
+                inferscale_report::compare::Side::of(&base, &base_a),
+                inferscale_report::compare::Side::of(run, &analysis),
+            );
+            let name = path.display().to_string();
+            Some((
+                inferscale_report::compare::text(sides.0, sides.1, &name),
+                inferscale_report::compare::html(sides.0, sides.1, &name),
+            ))
+        }
+        None => None,
+    };
     let report = (
         rpath.clone(),
-        inferscale_report::render(run, &analysis).into_bytes(),
+        inferscale_report::html::render_with(
+            run,
+            &analysis,
+            compared.as_ref().map_or("", |c| c.1.as_str()),
+        )
+        .into_bytes(),
     );
     let thresholds = match &analysis.thresholds {
         Ok(t) => {
@@ -69,6 +105,7 @@ pub(crate) fn write(
     Ok(Written {
         analysis,
         thresholds,
+        compared: compared.map(|c| c.0),
         report: rpath,
     })
 }

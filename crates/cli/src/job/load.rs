@@ -169,21 +169,51 @@ pub(crate) fn summary(report: &RunReport) -> String {
             String::new()
         }
     ));
+    // Goodput and the prefix cache's hit rate, when the run counted them.
+    let extra = Extra {
+        goodput: report.steps.iter().any(|s| s.goodput.is_some()),
+        cache: report.steps.iter().any(|s| s.cache.is_some()),
+    };
+    if extra.cache {
+        s.push_str(&format!(
+            "prompts: {}; cache hit: the server's prefix-cache hit rate / what the prompts' structure implies\n",
+            report.plan.requests.prompt.describe()
+        ));
+    }
     s.push_str(&format!(
-        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}\n",
-        "rps", "sent/s", "done/s", "ok", "fail", "drop", "e2e p50", "e2e p95", "e2e p99", "TTFT p95", "TPOT p50", "queue", "q max", "srv e2e95", "lag99"
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}{}{}\n",
+        "rps", "sent/s", "done/s", "ok", "fail", "drop", "e2e p50", "e2e p95", "e2e p99", "TTFT p95", "TPOT p50", "queue", "q max", "srv e2e95", "lag99",
+        if extra.goodput { format!(" {:>17}", "goodput") } else { String::new() },
+        if extra.cache { format!(" {:>13}", "cache hit") } else { String::new() },
     ));
     for st in &report.steps {
-        s.push_str(&row(st));
+        s.push_str(&row(st, extra));
     }
     s
 }
 
-fn row(st: &StepReport) -> String {
+/// The optional columns of the step table.
+#[derive(Clone, Copy, Default)]
+struct Extra {
+    goodput: bool,
+    cache: bool,
+}
+
+fn row(st: &StepReport, extra: Extra) -> String {
     let c = inferscale_report::text::StepCells::of(st, format_seconds);
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let goodput = if extra.goodput {
+        format!(" {:>17}", dash(c.goodput))
+    } else {
+        String::new()
+    };
+    let cache = if extra.cache {
+        format!(" {:>13}", dash(c.cache_hit))
+    } else {
+        String::new()
+    };
     format!(
-        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}{}\n",
+        "{:>5} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8}{goodput}{cache}{}\n",
         c.offered,
         c.sent,
         c.achieved,
@@ -226,7 +256,11 @@ fn progress_printer(tty: bool, quiet: bool) -> impl FnMut(Progress) + Send {
                 }
                 match concurrency {
                     Some(c) => eprintln!("step {}/{of}: {c} in flight (closed loop)", index + 1),
-                    None => eprintln!("step {}/{of}: {target_rps} req/s", index + 1),
+                    None => eprintln!(
+                        "step {}/{of}: {} req/s",
+                        index + 1,
+                        inferscale_report::text::offered(target_rps)
+                    ),
                 }
             }
             Progress::Tick(t) if tty => {
@@ -251,7 +285,17 @@ fn progress_printer(tty: bool, quiet: bool) -> impl FnMut(Progress) + Send {
                     eprint!("\r{:width$}\r", "", width = last_len);
                     last_len = 0;
                 }
-                eprint!("  done: {}", row(&st).trim_start());
+                eprint!(
+                    "  done: {}",
+                    row(
+                        &st,
+                        Extra {
+                            goodput: st.goodput.is_some(),
+                            cache: st.cache.is_some(),
+                        }
+                    )
+                    .trim_start()
+                );
             }
         }
     }
@@ -263,8 +307,9 @@ pub(crate) struct Outcome {
     pub(crate) breached: bool,
 }
 
-/// The dataset the plan names, read and checked, or `None`.
-fn dataset(r: &Resolved) -> Result<Option<String>> {
+/// The dataset (or trace) the plan names, read and checked, or `None`; a trace's replay
+/// sets the plan's steps.
+fn dataset(r: &mut Resolved) -> Result<Option<String>> {
     let dataset = match &r.plan.dataset {
         Some(p) => Some(crate::input::read_text(
             p,
@@ -273,7 +318,9 @@ fn dataset(r: &Resolved) -> Result<Option<String>> {
         )?),
         None => None,
     };
-    if let Some(d) = &dataset {
+    if let Some(d) = &dataset
+        && inferscale_loadgen::run::trace_replay(&mut r.plan.config, Some(d))?.is_none()
+    {
         inferscale_loadgen::prompt::load_dataset(
             d,
             &r.plan
@@ -383,7 +430,7 @@ pub(crate) async fn execute(
         .await
         .map_err(hint_auth)?;
     r.plan.config.requests.model = model.clone();
-    let dataset = dataset(&r)?;
+    let dataset = dataset(&mut r)?;
     let tty = std::io::stderr().is_terminal();
     let warmup = if r.plan.warmup > 0 {
         if !quiet {
@@ -583,6 +630,10 @@ fn load_flags(a: &LoadArgs) -> Plan {
         prompt: a.prompt.clone(),
         prompt_tokens: a.prompt_tokens.clone().map(LengthValue::Text),
         dataset: a.dataset.clone(),
+        shape: a.shape.clone(),
+        trace: a.trace.clone(),
+        dispatch: a.dispatch.clone(),
+        speed: a.speed.clone(),
         temperature: a.temperature,
         ignore_eos: a.ignore_eos.then_some(true),
         timeout: a.timeout.map(Into::into),

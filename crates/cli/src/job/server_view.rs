@@ -139,6 +139,7 @@ pub(crate) async fn fill(
             ttft_p95_s: p95[1],
             queue_time_p95_s: p95[2],
             success_delta: success,
+            prefix_cache_hit_rate: None,
             samples: series[0].len() as u64,
         });
     }

@@ -58,7 +58,10 @@ impl Probes {
         }
         let mut spec = cfg.requests.clone();
         spec.max_tokens = Length::Fixed { tokens: 1 };
-        if matches!(spec.prompt, PromptSource::Dataset { .. }) {
+        if matches!(
+            spec.prompt,
+            PromptSource::Dataset { .. } | PromptSource::Trace { .. } | PromptSource::Shared { .. }
+        ) {
             // A probe measures the wait, not the prompt: the seeds' prompt will do.
             spec.prompt = PromptSource::Seeds;
         }

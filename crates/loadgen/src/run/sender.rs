@@ -1,5 +1,6 @@
 //! The sending thread: every planned request at its time (or dropped at the in-flight
-//! cap), closed-loop successors as their predecessors end, a sweep for requests past their
+//! cap), closed-loop successors as their predecessors end, a trace's later turns when the
+//! turn before ends plus its think time (`--dispatch think-time`), a sweep for requests past their
 //! deadline, and each request's record written once, when it ends or is dropped.
 //!
 //! The thread has its own single-threaded runtime, which owns the connections and times
@@ -11,6 +12,9 @@ use inferscale_clock::Instant;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use tokio::sync::Notify;
 use tokio::sync::{mpsc, oneshot};
@@ -56,6 +60,10 @@ pub(super) struct Shared {
     /// Closed-loop successors asked for (by stage) and not yet handled.
     pub(super) pending: AtomicU64,
     pub(super) again: mpsc::UnboundedSender<usize>,
+    /// Per planned request, the turn that follows it and the think time between (wall
+    /// seconds): sent on `later` when it ends (empty: no request has one).
+    pub(super) follow: Follow,
+    pub(super) later: mpsc::UnboundedSender<(usize, Instant)>,
     /// Running counts per stage for the progress display (cheap to read while loading).
     pub(super) live: Vec<Mutex<Live>>,
     /// Set when the run is interrupted.
@@ -70,12 +78,12 @@ pub(super) struct Shared {
 impl Shared {
     /// What the requests of stages planned `planned_per_stage` share, sending `bodies` (the
     /// planned requests', the closed-loop pool's) as `requests` says, in `windows` (wall
-    /// seconds from `t0`); closed-loop successors are asked for on `again`.
+    /// seconds from `t0`); what comes next is asked for as `next` says.
     pub(super) fn new(
         client: Arc<Client>,
         planned_per_stage: &[u64],
         bodies: (Arc<Vec<Prepared>>, Arc<Vec<Prepared>>),
-        again: mpsc::UnboundedSender<usize>,
+        next: Next,
         windows: &[StageWindow],
         t0: Instant,
         requests: &RequestSpec,
@@ -97,7 +105,9 @@ impl Shared {
             extra: bodies.1,
             open: (0..n).map(|_| AtomicU64::new(0)).collect(),
             pending: AtomicU64::new(0),
-            again,
+            again: next.again,
+            follow: next.follow,
+            later: next.later,
             live: (0..n).map(|_| Mutex::new(Live::default())).collect(),
             stop: AtomicBool::new(false),
             ends: windows
@@ -107,6 +117,18 @@ impl Shared {
             t0,
             path: requests.api.path(),
             stream: requests.stream,
+        }
+    }
+
+    /// Asks for the turn that follows planned request `index`, if any, once its think time
+    /// has passed from now (the sending loop sends it; `pending` counts it until then).
+    fn follow_up(&self, index: u64) {
+        if let Some(&Some((next, think))) = self.follow.get(index as usize) {
+            let due = Instant::now() + Duration::from_secs_f64(think);
+            self.pending.fetch_add(1, Ordering::AcqRel);
+            if self.later.send((next, due)).is_err() {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -147,6 +169,18 @@ impl Shared {
             req.end();
         })
     }
+}
+
+/// Who follows whom in a trace replay (`--dispatch think-time`): per planned request, the
+/// one that follows it and the think time between (wall seconds).
+pub(super) type Follow = Vec<Option<(usize, f64)>>;
+
+/// Where the requests that depend on others are asked for: closed-loop successors (by
+/// stage) on `again`, a trace's later turns (`follow`) on `later`.
+pub(super) struct Next {
+    pub(super) again: mpsc::UnboundedSender<usize>,
+    pub(super) follow: Follow,
+    pub(super) later: mpsc::UnboundedSender<(usize, Instant)>,
 }
 
 /// Which prepared body a request sends.
@@ -204,6 +238,9 @@ impl InFlight {
         if let Ok(mut r) = sh.records[stage].lock() {
             r.push(rec);
         }
+        // Before the request stops counting in flight, so that the sending loop cannot
+        // see nothing in flight and nothing pending in between and end.
+        sh.follow_up(self.index);
         if sh.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             sh.idle.notify_one();
         }
@@ -258,6 +295,9 @@ pub(super) struct Sending {
     pub(super) grace: Duration,
     /// Closed-loop successors asked for, by stage.
     pub(super) again: mpsc::UnboundedReceiver<usize>,
+    /// Later turns asked for (`Shared::follow`), and those waiting for their time.
+    pub(super) later: mpsc::UnboundedReceiver<(usize, Instant)>,
+    pub(super) waiting: BinaryHeap<Reverse<(Instant, usize)>>,
     /// The requests in flight (and some just ended) with their deadlines, for the sweep.
     pub(super) deadlines: Vec<(Instant, JoinHandle<()>)>,
 }
@@ -274,6 +314,7 @@ const SWEEP: Duration = Duration::from_millis(10);
 enum Woke {
     Timer,
     Successor(usize),
+    Follower(usize, Instant),
     Ended,
 }
 
@@ -324,6 +365,10 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
         while let Ok(stage) = s.again.try_recv() {
             send_successor(&sh, &mut s, &mut sent, &mut next_index, stage);
         }
+        while let Ok((i, due)) = s.later.try_recv() {
+            s.waiting.push(Reverse((due, i)));
+        }
+        send_followers(&sh, &mut s, &mut sent, stopped_at.is_some());
         let scheduled = stopped_at.is_some() || next == s.schedule.len();
         let ended = || sh.in_flight.load(Ordering::Acquire) == 0;
         if scheduled && ended() && sh.pending.load(Ordering::Acquire) == 0 {
@@ -348,10 +393,13 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
         if !s.deadlines.is_empty() {
             poll = poll.min(next_sweep);
         }
-        let wake = match s.schedule.get(next) {
+        let mut wake = match s.schedule.get(next) {
             Some(&(offset, _)) if !scheduled => due_of(offset).min(poll),
             _ => poll,
         };
+        if let Some(Reverse((due, _))) = s.waiting.peek() {
+            wake = wake.min(*due);
+        }
         // A short gap is spun out without the other waits; a long one also wakes for a
         // successor, and (once everything is sent) for a request's end.
         if wake.saturating_duration_since(Instant::now()) <= crate::pace::SPIN {
@@ -361,13 +409,34 @@ async fn send_all(sh: Arc<Shared>, mut s: Sending) -> Vec<Sent> {
         let woke = tokio::select! {
             () = pacer.until(wake) => Woke::Timer,
             Some(stage) = s.again.recv() => Woke::Successor(stage),
+            Some((i, due)) = s.later.recv() => Woke::Follower(i, due),
             () = sh.idle.notified(), if scheduled => Woke::Ended,
         };
-        if let Woke::Successor(stage) = woke {
-            send_successor(&sh, &mut s, &mut sent, &mut next_index, stage);
+        match woke {
+            Woke::Successor(stage) => {
+                send_successor(&sh, &mut s, &mut sent, &mut next_index, stage);
+            }
+            Woke::Follower(i, due) => s.waiting.push(Reverse((due, i))),
+            Woke::Timer | Woke::Ended => {}
         }
     }
     sent
+}
+
+/// Sends the later turns whose time has come (or, once the run is stopping, forgets them
+/// all).
+fn send_followers(sh: &Arc<Shared>, s: &mut Sending, sent: &mut Vec<Sent>, stopping: bool) {
+    let now = Instant::now();
+    while let Some(&Reverse((due, i))) = s.waiting.peek() {
+        if due > now && !stopping {
+            break;
+        }
+        s.waiting.pop();
+        sh.pending.fetch_sub(1, Ordering::AcqRel);
+        if !stopping {
+            send_planned(sh, s, sent, i, due);
+        }
+    }
 }
 
 /// Forgets the requests that ended, and aborts those past their deadline (each writes its
@@ -411,6 +480,7 @@ fn send_planned(sh: &Arc<Shared>, s: &mut Sending, sent: &mut Vec<Sent>, i: usiz
             l.dropped += 1;
         }
         sh.done[stage].fetch_add(1, Ordering::AcqRel);
+        sh.follow_up(i as u64);
         return;
     }
     sh.in_flight.fetch_add(1, Ordering::AcqRel);

@@ -1,0 +1,599 @@
+//! Prompts with cache structure: a replayed trace (Mooncake's JSONL) and the shared-prefix
+//! shapes (`--shape`), both as [`Turn`]s — a prompt made of [`Span`]s whose identities say
+//! which of them a server could have cached — and the prefix-cache hit rate that structure
+//! implies.
+//!
+//! **Mooncake's format**, one JSON object a line: `timestamp` (milliseconds), `input_length`,
+//! `output_length`, and `hash_ids`, one id per 512-token block of the prompt, equal ids
+//! meaning equal blocks (the last block may be partial). AIPerf's extension is read too: a
+//! `session_id` groups a conversation's turns, and `delay` (milliseconds) is the think time
+//! before a turn. Other fields are ignored.
+//!
+//! **Regeneration**: a span's text is one common short word per token, chosen by a hash of
+//! the span's identity and the word's position, words joined by single spaces; a span's
+//! identity is chained from the spans before it, as an engine's block hashes are, so equal
+//! texts mean equal beginnings. Under the simulator's documented token rule each word is one
+//! token, so the simulator's cache sees exactly the structure the trace describes; a real
+//! tokenizer makes most of these words one token too, so a real engine sees nearly it.
+//!
+//! **The implied hit rate** is what an engine with an unbounded prefix cache would find:
+//! each prompt's leading spans already seen in an earlier prompt, rounded down to whole
+//! engine blocks (16 tokens, vLLM's default) and short of the whole prompt by at least one
+//! token (an engine always computes the last). A bounded cache evicts, and a request sent
+//! before the one it shares with was computed finds nothing: the measured rate can only be
+//! lower, and comparing the two shows by how much.
+
+use std::collections::HashSet;
+
+use crate::schedule::{Planned, Stage, StageWindow};
+
+pub use inferscale_results::plan::{Dispatch, Length, Shape};
+use inferscale_rng::{Rng, mix};
+
+/// Tokens per `hash_ids` block in Mooncake's traces.
+pub const MOONCAKE_BLOCK_TOKENS: u32 = 512;
+
+/// The engine's cache block (vLLM's default), which the implied hit rate rounds down to.
+pub const ENGINE_BLOCK_TOKENS: u32 = 16;
+
+/// The most requests one trace may hold.
+pub const MAX_TRACE_REQUESTS: usize = 5_000_000;
+
+/// A run of prompt tokens with one identity (chained: it covers the spans before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The identity.
+    pub id: u64,
+    /// Tokens.
+    pub tokens: u32,
+}
+
+/// One request of a trace or a shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    /// When the trace sends it, seconds from the trace's first request (0 for a shape).
+    pub at_s: f64,
+    /// The conversation it belongs to (`None`: a request of its own).
+    pub session: Option<u64>,
+    /// Seconds the user thinks before sending it, when the trace records it.
+    pub think_s: Option<f64>,
+    /// `max_tokens`.
+    pub output: u32,
+    /// The prompt.
+    pub spans: Vec<Span>,
+}
+
+impl Turn {
+    /// Prompt tokens.
+    pub fn prompt_tokens(&self) -> u32 {
+        self.spans.iter().map(|s| s.tokens).sum()
+    }
+
+    /// The prompt's text (see the module documentation).
+    pub fn text(&self) -> String {
+        let mut s = String::with_capacity(self.prompt_tokens() as usize * 6);
+        for span in &self.spans {
+            for j in 0..span.tokens {
+                if !s.is_empty() {
+                    s.push(' ');
+                }
+                s.push_str(WORDS[(mix(&[span.id, u64::from(j)]) % WORDS.len() as u64) as usize]);
+            }
+        }
+        s
+    }
+}
+
+/// The words regenerated text is made of: common, short (one token to most tokenizers,
+/// and to the simulator's rule).
+const WORDS: &[&str] = &[
+    "the", "system", "runs", "a", "model", "on", "each", "node", "and", "scales", "with", "load",
+    "so", "users", "get", "fast", "answers", "when", "traffic", "grows", "queue", "depth", "rises",
+    "then", "falls", "again", "cache", "block", "token", "prompt", "reply", "turn",
+];
+
+/// Chains `id` onto `parent`.
+fn chain(parent: u64, id: u64) -> u64 {
+    mix(&[0x7ACE, parent, id])
+}
+
+/// The prefix cache an unbounded engine would have: the span identities seen so far.
+#[derive(Debug, Default)]
+pub struct Implied {
+    seen: HashSet<u64>,
+}
+
+impl Implied {
+    /// Tokens of `turn`'s prompt this cache holds (then remembers the whole prompt).
+    pub fn hit(&mut self, turn: &Turn) -> u32 {
+        let mut matched = 0u32;
+        for s in &turn.spans {
+            if !self.seen.contains(&s.id) {
+                break;
+            }
+            matched += s.tokens;
+        }
+        self.seen.extend(turn.spans.iter().map(|s| s.id));
+        let most = turn.prompt_tokens().saturating_sub(1);
+        matched.min(most) / ENGINE_BLOCK_TOKENS * ENGINE_BLOCK_TOKENS
+    }
+}
+
+/// The implied hits of `turns` in order (see [`Implied`]).
+pub fn implied_hits(turns: &[Turn]) -> Vec<u32> {
+    let mut cache = Implied::default();
+    turns.iter().map(|t| cache.hit(t)).collect()
+}
+
+/// Why a trace cannot be replayed. Lines are 1-based.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// A line that is not JSON.
+    #[error("{name}:{line}: not valid JSON")]
+    Json {
+        /// The trace's name.
+        name: String,
+        /// 1-based.
+        line: usize,
+        /// Where it breaks.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A field with a value that cannot be meant.
+    #[error("{name}:{line}: {why}")]
+    Field {
+        /// The trace's name.
+        name: String,
+        /// 1-based.
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// No requests.
+    #[error("{name}: no requests found (expected JSON lines with \"input_length\")")]
+    Empty {
+        /// The trace's name.
+        name: String,
+    },
+    /// More than one run should send.
+    #[error("{name}: more than {MAX_TRACE_REQUESTS} requests")]
+    TooLong {
+        /// The trace's name.
+        name: String,
+    },
+}
+
+fn number(v: &serde_json::Value, key: &str) -> Result<Option<f64>, String> {
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => match x.as_f64() {
+            Some(n) if n.is_finite() && n >= 0.0 => Ok(Some(n)),
+            _ => Err(format!("\"{key}\" must be a non-negative number, not {x}")),
+        },
+    }
+}
+
+fn count(v: &serde_json::Value, key: &str, most: u64) -> Result<Option<u32>, String> {
+    match number(v, key)? {
+        None => Ok(None),
+        Some(n) if n.fract() == 0.0 && n >= 1.0 && n <= most as f64 => Ok(Some(n as u32)),
+        Some(n) => Err(format!(
+            "\"{key}\" must be a whole number from 1 to {most}, not {n}"
+        )),
+    }
+}
+
+/// A session id as a key: a string's or a number's.
+fn session_key(v: &serde_json::Value) -> Result<Option<u64>, String> {
+    match v.get("session_id") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(mix(&[
+            1,
+            s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            }),
+        ]))),
+        Some(x) => match x.as_u64() {
+            Some(n) => Ok(Some(mix(&[2, n]))),
+            None => Err(format!(
+                "\"session_id\" must be a string or a whole number, not {x}"
+            )),
+        },
+    }
+}
+
+/// One line of a trace.
+fn turn_of(v: &serde_json::Value, line: usize) -> Result<Turn, String> {
+    let input = count(v, "input_length", 10_000_000)?
+        .ok_or("\"input_length\" is missing (the prompt's tokens)")?;
+    let output = count(v, "output_length", 10_000_000)?.unwrap_or(1);
+    let ids = match v.get("hash_ids") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_u64().ok_or(x))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|x| format!("\"hash_ids\" must hold whole numbers, not {x}"))?,
+        Some(x) => return Err(format!("\"hash_ids\" must be an array, not {x}")),
+    };
+    let blocks = input.div_ceil(MOONCAKE_BLOCK_TOKENS) as usize;
+    if ids.len() > blocks {
+        return Err(format!(
+            "\"hash_ids\" has {} blocks, but an input of {input} tokens fills {blocks} of {MOONCAKE_BLOCK_TOKENS}",
+            ids.len()
+        ));
+    }
+    let mut spans = Vec::with_capacity(blocks);
+    let mut parent = 0;
+    for b in 0..blocks {
+        let tokens = (input - b as u32 * MOONCAKE_BLOCK_TOKENS).min(MOONCAKE_BLOCK_TOKENS);
+        // Blocks past the listed ids are this request's own.
+        let id = ids
+            .get(b)
+            .map_or_else(|| mix(&[3, line as u64, b as u64]), |&h| mix(&[4, h]));
+        parent = chain(parent, id);
+        spans.push(Span { id: parent, tokens });
+    }
+    Ok(Turn {
+        at_s: number(v, "timestamp")?.unwrap_or(0.0) / 1000.0,
+        session: session_key(v)?,
+        think_s: number(v, "delay")?.map(|d| d / 1000.0),
+        output,
+        spans,
+    })
+}
+
+/// Reads a Mooncake-format trace (see the module documentation), in timestamp order (lines
+/// with equal timestamps keep theirs), the first at 0.
+pub fn parse_mooncake(text: &str, name: &str) -> Result<Vec<Turn>, TraceError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|source| TraceError::Json {
+                name: name.to_owned(),
+                line: i + 1,
+                source,
+            })?;
+        let turn = turn_of(&v, i + 1).map_err(|why| TraceError::Field {
+            name: name.to_owned(),
+            line: i + 1,
+            why,
+        })?;
+        out.push(turn);
+        if out.len() > MAX_TRACE_REQUESTS {
+            return Err(TraceError::TooLong {
+                name: name.to_owned(),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(TraceError::Empty {
+            name: name.to_owned(),
+        });
+    }
+    out.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let first = out[0].at_s;
+    out.iter_mut().for_each(|t| t.at_s -= first);
+    Ok(out)
+}
+
+/// The trace's length in its own clock: its last request's timestamp.
+pub fn span_s(turns: &[Turn]) -> f64 {
+    turns.last().map_or(0.0, |t| t.at_s)
+}
+
+/// For each request of `turns`, the one that follows it in its conversation and the think
+/// time between them (the recorded `delay`, or the gap between their timestamps): what
+/// `--dispatch think-time` waits for. The first turn of each conversation has no
+/// predecessor (it is sent at its timestamp).
+pub fn followers(turns: &[Turn]) -> Vec<Option<(usize, f64)>> {
+    let mut last: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut out = vec![None; turns.len()];
+    for (i, t) in turns.iter().enumerate() {
+        let Some(s) = t.session else { continue };
+        if let Some(p) = last.insert(s, i) {
+            let think = t.think_s.unwrap_or(t.at_s - turns[p].at_s).max(0.0);
+            out[p] = Some((i, think));
+        }
+    }
+    out
+}
+
+/// A trace's replays, one stage each (see [`replay`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    /// One per speed: the trace's mean rate × the speed, over the trace's length ÷ the
+    /// speed, then the rest.
+    pub stages: Vec<Stage>,
+    /// Every request of every replay, at its timestamp ÷ the speed from its stage's start.
+    pub planned: Vec<Planned>,
+    /// Each stage's window.
+    pub windows: Vec<StageWindow>,
+    /// With think-time dispatch, per planned request, the one that follows it and the think
+    /// time between (÷ the speed); those that follow are not sent at their own time.
+    pub follow: Vec<Option<(usize, f64)>>,
+}
+
+/// Where a trace replay goes wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// A speed that cannot be meant.
+    #[error(
+        "invalid speed {0}: expected a factor above 0 and at most 1000 (2 or 2x: twice as fast)"
+    )]
+    Speed(f64),
+    /// No speeds.
+    #[error("no speeds given (expected at least one, such as 1x)")]
+    NoSpeeds,
+}
+
+/// Parses a speed: `2`, `2x` or `0.5x`.
+pub fn parse_speed(s: &str) -> Option<f64> {
+    let v: f64 = s.trim().trim_end_matches(['x', 'X']).parse().ok()?;
+    (v.is_finite() && v > 0.0 && v <= 1000.0).then_some(v)
+}
+
+/// The replays of `turns` at each of `speeds` with `rest_s` seconds between them, sent as
+/// `dispatch` says.
+pub fn replay(
+    turns: &[Turn],
+    speeds: &[f64],
+    rest_s: f64,
+    dispatch: Dispatch,
+) -> Result<Replay, ReplayError> {
+    if speeds.is_empty() {
+        return Err(ReplayError::NoSpeeds);
+    }
+    let n = turns.len();
+    // The window ends one mean gap after the last request, as a constant-rate step's does.
+    let length = match n {
+        0 | 1 => 1.0,
+        _ => span_s(turns) * n as f64 / (n - 1) as f64,
+    }
+    .max(1e-3);
+    let next = match dispatch {
+        Dispatch::Timestamp => vec![None; n],
+        Dispatch::ThinkTime => followers(turns),
+    };
+    let mut out = Replay {
+        stages: Vec::with_capacity(speeds.len()),
+        planned: Vec::with_capacity(n * speeds.len()),
+        windows: Vec::with_capacity(speeds.len()),
+        follow: Vec::new(),
+    };
+    let mut t0 = 0.0;
+    for (k, &speed) in speeds.iter().enumerate() {
+        if !(speed.is_finite() && speed > 0.0 && speed <= 1000.0) {
+            return Err(ReplayError::Speed(speed));
+        }
+        let duration = length / speed;
+        out.stages
+            .push(Stage::constant(n as f64 / duration, duration, rest_s));
+        out.windows.push(StageWindow {
+            start: t0,
+            end: t0 + duration,
+            rest_end: t0 + duration + rest_s,
+        });
+        let base = k * n;
+        out.planned.extend(turns.iter().map(|t| Planned {
+            at: t0 + t.at_s / speed,
+            stage: k,
+            closed: false,
+        }));
+        if dispatch == Dispatch::ThinkTime {
+            out.follow.extend(
+                next.iter()
+                    .map(|f| f.map(|(j, think)| (base + j, think / speed))),
+            );
+        }
+        t0 += duration + rest_s;
+    }
+    Ok(out)
+}
+
+/// `n` requests shaped as `shape` (see [`Shape`]), each unique part `length` long and each
+/// answer `output` long, drawn with `seed`.
+pub fn shaped(shape: Shape, n: usize, length: Length, output: Length, seed: u64) -> Vec<Turn> {
+    let mut rng = Rng::new(seed ^ 0x5A_A7ED);
+    match shape {
+        Shape::SystemPrompt { pool, tokens } => (0..n)
+            .map(|i| {
+                let p = rng.next_u64() % u64::from(pool);
+                let system = chain(0, mix(&[5, seed, p]));
+                let own = chain(system, mix(&[6, seed, i as u64]));
+                Turn {
+                    at_s: 0.0,
+                    session: None,
+                    think_s: None,
+                    output: output.sample(&mut rng),
+                    spans: vec![
+                        Span { id: system, tokens },
+                        Span {
+                            id: own,
+                            tokens: length.sample(&mut rng),
+                        },
+                    ],
+                }
+            })
+            .collect(),
+        Shape::MultiTurn { turns, users } => (0..n)
+            .map(|i| {
+                let (users, turns) = (users as usize, turns as usize);
+                let round = i / users;
+                let turn = round % turns;
+                let conversation = (i % users + users * (round / turns)) as u64;
+                // A conversation's lengths are its own draws, so every turn repeats the
+                // earlier ones exactly.
+                let mut own = Rng::new(mix(&[7, seed, conversation]));
+                let mut spans = Vec::with_capacity(2 * turn + 1);
+                let mut parent = 0;
+                let mut answer = 0;
+                for k in 0..=turn {
+                    let user = length.sample(&mut own);
+                    answer = output.sample(&mut own);
+                    parent = chain(parent, mix(&[8, seed, conversation, k as u64]));
+                    spans.push(Span {
+                        id: parent,
+                        tokens: user,
+                    });
+                    if k < turn {
+                        parent = chain(parent, mix(&[9, seed, conversation, k as u64]));
+                        spans.push(Span {
+                            id: parent,
+                            tokens: answer,
+                        });
+                    }
+                }
+                Turn {
+                    at_s: 0.0,
+                    session: Some(conversation),
+                    think_s: None,
+                    output: answer,
+                    spans,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_is_read_liberally_and_checked_strictly() {
+        let text = r#"{"timestamp": 2000, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2], "extra": "ignored"}
+
+{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 3], "session_id": "a"}
+{"timestamp": 3500, "input_length": 700, "hash_ids": [1], "session_id": "a", "delay": 250}
+"#;
+        let t = parse_mooncake(text, "t.jsonl").unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[0].at_s, 0.0);
+        assert_eq!(t[1].at_s, 2.0);
+        assert_eq!(t[0].prompt_tokens(), 600);
+        assert_eq!(t[1].spans[1].tokens, 488, "the last block is partial");
+        assert_eq!(t[2].output, 1, "no output_length: one token");
+        assert_eq!(
+            t[2].spans.len(),
+            2,
+            "blocks past the listed ids are the request's own"
+        );
+        assert_eq!(t[0].spans[0], t[1].spans[0]);
+        assert_eq!(t[0].spans[0].id, t[2].spans[0].id);
+        assert_ne!(t[0].spans[1].id, t[2].spans[1].id);
+        let f = followers(&t);
+        assert_eq!(
+            f[0],
+            Some((2, 0.25)),
+            "the recorded delay is the think time"
+        );
+        assert_eq!(f[1], None);
+        for (bad, says) in [
+            (r#"{"timestamp": 0}"#, "input_length"),
+            (r#"{"input_length": 0}"#, "from 1"),
+            (r#"{"input_length": 10, "hash_ids": [1, 2]}"#, "fills 1"),
+            (
+                r#"{"input_length": 10, "hash_ids": ["x"]}"#,
+                "whole numbers",
+            ),
+            (r#"{"input_length": 10, "timestamp": -1}"#, "non-negative"),
+            ("not json", "not valid JSON"),
+        ] {
+            let e = parse_mooncake(bad, "b.jsonl").unwrap_err().to_string();
+            assert!(e.contains("b.jsonl:1") && e.contains(says), "{e}");
+        }
+        assert!(parse_mooncake("\n\n", "e").is_err());
+    }
+
+    #[test]
+    fn equal_spans_give_equal_text_and_the_implied_cache_finds_them() {
+        let t = parse_mooncake(
+            "{\"input_length\": 1024, \"hash_ids\": [7, 8]}\n{\"input_length\": 1030, \"hash_ids\": [7, 8, 9]}\n{\"input_length\": 1024, \"hash_ids\": [6, 8]}\n",
+            "t",
+        )
+        .unwrap();
+        let (a, b) = (t[0].text(), t[1].text());
+        assert_eq!(a.split(' ').count(), 1024, "one word a token");
+        assert!(b.starts_with(&a) && b.len() > a.len());
+        assert_eq!(
+            implied_hits(&t),
+            vec![0, 1024, 0],
+            "a different first block shares nothing"
+        );
+        // An identical prompt hits all but its last block.
+        let same = vec![t[0].clone(), t[0].clone()];
+        assert_eq!(implied_hits(&same), vec![0, 1008]);
+    }
+
+    #[test]
+    fn replays_scale_the_clock_and_think_time_waits_for_the_turn_before() {
+        let t = parse_mooncake(
+            "{\"timestamp\": 0, \"input_length\": 5, \"session_id\": 1}\n{\"timestamp\": 1000, \"input_length\": 5}\n{\"timestamp\": 4000, \"input_length\": 5, \"session_id\": 1}\n",
+            "t",
+        )
+        .unwrap();
+        let r = replay(&t, &[1.0, 2.0], 10.0, Dispatch::Timestamp).unwrap();
+        assert_eq!(r.stages.len(), 2);
+        assert_eq!(r.windows[0].end, 6.0, "one mean gap after the last");
+        assert_eq!(r.windows[1].start, 16.0);
+        assert_eq!(r.planned[5].at, 16.0 + 2.0);
+        assert_eq!(r.stages[1].rate, 1.0);
+        assert!(r.follow.is_empty());
+        let r = replay(&t, &[2.0], 0.0, Dispatch::ThinkTime).unwrap();
+        assert_eq!(r.follow, vec![Some((2, 2.0)), None, None]);
+        assert!(replay(&t, &[0.0], 0.0, Dispatch::Timestamp).is_err());
+        assert!(replay(&t, &[], 0.0, Dispatch::Timestamp).is_err());
+        assert_eq!(parse_speed("2x"), Some(2.0));
+        assert_eq!(parse_speed("0.5"), Some(0.5));
+        assert_eq!(parse_speed("0x"), None);
+        assert_eq!(parse_speed("fast"), None);
+    }
+
+    #[test]
+    fn shapes_share_what_they_say() {
+        let fixed = |n| Length::Fixed { tokens: n };
+        let sys = shaped(
+            Shape::SystemPrompt {
+                pool: 2,
+                tokens: 320,
+            },
+            50,
+            fixed(40),
+            fixed(10),
+            1,
+        );
+        let hits = implied_hits(&sys);
+        assert_eq!(
+            hits.iter().filter(|h| **h == 0).count(),
+            2,
+            "one miss per pooled prompt"
+        );
+        assert!(hits.iter().all(|h| [0, 320].contains(h)));
+        let mt = shaped(
+            Shape::MultiTurn { turns: 3, users: 4 },
+            24,
+            fixed(32),
+            fixed(16),
+            1,
+        );
+        // Request 4 is user 0's second turn: its first 32 + 16 tokens are turn one's prompt
+        // and answer; only the prompt was seen.
+        assert_eq!(mt[4].session, mt[0].session);
+        assert_eq!(mt[4].prompt_tokens(), 32 + 16 + 32);
+        assert!(mt[4].text().starts_with(&mt[0].text()));
+        let hits = implied_hits(&mt);
+        assert_eq!(hits[4], 32);
+        assert_eq!(hits[8], 32 + 16 + 32, "turn three finds turn two's prompt");
+        assert_ne!(
+            mt[12].session, mt[0].session,
+            "a new conversation after three turns"
+        );
+        assert_eq!(hits[12], 0);
+    }
+}
