@@ -1635,6 +1635,8 @@ Examples:
   inferscale load --url http://127.0.0.1:8000 --speedup 20        # a simulator running 20x fast
   inferscale load --url http://vllm:8000 --no-stream --no-connection-reuse   # exactly like the seeds' k6
   inferscale load --plan plan.yaml --out run.json --requests-out requests.jsonl
+  inferscale load --url http://vllm:8000 --shape system-prompt:4,1500 --prompt-tokens 200
+  inferscale load --url http://vllm:8000 --trace conversation_trace.jsonl --speed 0.5x,1x,2x --dispatch think-time
 
 Exit codes: 0 done; 1 a --threshold was breached; 2 usage error or unreachable server;
 3 the run happened but its results could not be written.

@@ -609,6 +609,52 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             "d.json",
             "[{\"conversations\": [{\"from\": \"human\", \"value\": \"\"}]}]",
         ),
+        // Traces and shapes: a line that cannot be meant is named with its number.
+        with_file(
+            case(
+                "traces are checked up front",
+                &["load", "--url", u, "--trace", "t.jsonl"],
+                "t.jsonl:2",
+            ),
+            "t.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 600}\n{\"timestamp\": 5, \"input_length\": 10, \"hash_ids\": [1, 2]}\n",
+        ),
+        with_file(
+            case(
+                "traces are checked up front",
+                &["load", "--url", u, "--trace", "t.jsonl", "--speed", "0x"],
+                "\"0x\"",
+            ),
+            "t.jsonl",
+            "{\"input_length\": 10}\n",
+        ),
+        with_file(
+            case(
+                "traces are checked up front",
+                &[
+                    "load",
+                    "--url",
+                    u,
+                    "--trace",
+                    "t.jsonl",
+                    "--dispatch",
+                    "sideways",
+                ],
+                "sideways",
+            ),
+            "t.jsonl",
+            "{\"input_length\": 10}\n",
+        ),
+        case(
+            "traces are checked up front",
+            &["load", "--url", u, "--dispatch", "think-time"],
+            "--trace",
+        ),
+        load(
+            &["--shape", "multi-turn:0"],
+            "multi-turn:0",
+            "shapes are checked up front",
+        ),
         // Plans: bounded, and an empty plan is refused.
         with_file(
             case(

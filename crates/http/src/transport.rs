@@ -322,12 +322,15 @@ impl Client {
             WireError::Malformed(_) => (Outcome::StreamError, e.to_string()),
         })?;
         if resp.status != 200 {
-            // Read (a bounded part of) the error body so that the connection is left clean;
-            // it is not reused either way.
+            // Read (a bounded part of) the error body so that the connection is left clean
+            // (it is not reused either way), keeping its start: the server's reason.
             let mut seen = 0usize;
+            let mut head = Vec::new();
             let _ = conn
                 .body(resp.framing, |d| {
                     seen += d.len();
+                    let room = ERROR_BODY_KEPT.saturating_sub(head.len());
+                    head.extend_from_slice(&d[..d.len().min(room)]);
                     if seen > 64 * 1024 { Err(()) } else { Ok(()) }
                 })
                 .await;
@@ -337,7 +340,10 @@ impl Client {
                 Outcome::HttpError {
                     status: resp.status,
                 },
-                format!("HTTP {status}"),
+                match error_reason(&head) {
+                    Some(why) => format!("HTTP {status}: {why}"),
+                    None => format!("HTTP {status}"),
+                },
             ));
         }
         let mut decoder = SseDecoder::new(self.cfg.max_body);
@@ -714,6 +720,48 @@ pub struct NotReady {
     pub last: Option<String>,
 }
 
+/// How much of an error response's body is kept to find the server's reason in.
+const ERROR_BODY_KEPT: usize = 4096;
+
+/// The longest reason a record keeps, in characters.
+const REASON_CHARS: usize = 300;
+
+/// The server's reason in an error body, as OpenAI-compatible servers write it
+/// (`{"error": {"message": …}}`, `{"error": "…"}`, `{"message": …}`, FastAPI's `{"detail":
+/// …}`) or as plain text; at most [`REASON_CHARS`] characters, on one line.
+fn error_reason(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let json = serde_json::from_str::<serde_json::Value>(text).ok();
+    let found = json.as_ref().and_then(|v| {
+        [
+            v.pointer("/error/message"),
+            v.get("error"),
+            v.get("message"),
+            v.get("detail"),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|x| match x {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Null | serde_json::Value::Object(_) => None,
+            other => Some(other.to_string()),
+        })
+    });
+    let why = match (found, json) {
+        (Some(w), _) => w,
+        // Plain text, not an HTML page.
+        (None, None) if !text.is_empty() && !text.starts_with('<') => text.to_owned(),
+        _ => return None,
+    };
+    let one_line: String = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = one_line.chars().take(REASON_CHARS).collect();
+    if one_line.chars().count() > REASON_CHARS {
+        out.push('…');
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 /// Polls `target` (a `/health` URL) until it answers 200, for at most `within`, with
 /// `access`'s credentials and TLS: every 50 ms at first, backing off to once a second (a
 /// model that loads for minutes is not polled 20 times a second). A model that is still
@@ -746,6 +794,29 @@ pub async fn wait_ready(target: &Target, access: &Get, within: Duration) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_body_gives_the_servers_reason() {
+        let reason = |b: &str| error_reason(b.as_bytes());
+        assert_eq!(
+            reason(r#"{"error":{"code":400,"message":"request (4899 tokens) exceeds the available context size (1024 tokens)","type":"exceed_context_size_error"}}"#).as_deref(),
+            Some("request (4899 tokens) exceeds the available context size (1024 tokens)")
+        );
+        assert_eq!(
+            reason(r#"{"detail":"Not Found"}"#).as_deref(),
+            Some("Not Found")
+        );
+        assert_eq!(reason(r#"{"error":"busy"}"#).as_deref(), Some("busy"));
+        assert_eq!(
+            reason("model is\n loading").as_deref(),
+            Some("model is loading")
+        );
+        assert_eq!(reason("<html><body>502</body></html>"), None);
+        assert_eq!(reason(r#"{"ok":false}"#), None);
+        assert_eq!(reason(""), None);
+        let long = format!("{{\"message\":\"{}\"}}", "x".repeat(500));
+        assert_eq!(reason(&long).unwrap().chars().count(), REASON_CHARS + 1);
+    }
 
     #[test]
     fn events_are_inspected_without_a_document() {

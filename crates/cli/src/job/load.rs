@@ -13,6 +13,7 @@ use inferscale_loadgen::plan::{LengthValue, Plan, ResolvedPlan};
 use inferscale_loadgen::prompt::{Api, Length, PromptSource, RequestSpec, SEEDS_WARMUP_PROMPT};
 use inferscale_loadgen::report::{RunReport, StepReport, WarmupReport};
 use inferscale_loadgen::schedule::{Segment, Stage};
+use inferscale_loadgen::trace::Dispatch;
 use inferscale_loadgen::transport::{Client, ClientConfig, Get};
 use inferscale_loadgen::{Progress, Target};
 
@@ -310,17 +311,30 @@ pub(crate) struct Outcome {
 /// The dataset (or trace) the plan names, read and checked, or `None`; a trace's replay
 /// sets the plan's steps.
 fn dataset(r: &mut Resolved) -> Result<Option<String>> {
+    let trace = matches!(r.plan.config.requests.prompt, PromptSource::Trace { .. });
     let dataset = match &r.plan.dataset {
         Some(p) => Some(crate::input::read_text(
             p,
-            "dataset",
+            if trace { "trace" } else { "dataset" },
             crate::input::cap::DATASET,
         )?),
         None => None,
     };
     if let Some(d) = &dataset
-        && inferscale_loadgen::run::trace_replay(&mut r.plan.config, Some(d))?.is_none()
+        && let Some(replay) = inferscale_loadgen::run::trace_replay(&mut r.plan.config, Some(d))?
     {
+        if let PromptSource::Trace {
+            dispatch: Dispatch::ThinkTime,
+            path,
+            ..
+        } = &r.plan.config.requests.prompt
+            && replay.follow.iter().all(Option::is_none)
+        {
+            eprintln!(
+                "warning: {path} has no conversation of two turns or more (no session_id shared by two lines): under think-time dispatch every request is sent at its timestamp, as under timestamp dispatch"
+            );
+        }
+    } else if let Some(d) = &dataset {
         inferscale_loadgen::prompt::load_dataset(
             d,
             &r.plan
@@ -508,6 +522,11 @@ pub(crate) async fn execute(
             output.scrape_errors[0]
         );
     }
+    if !quiet {
+        for line in failure_reasons(&output.records) {
+            eprintln!("{line}");
+        }
+    }
     let mut breached = report.thresholds.iter().any(|t| !t.ok);
     let sent: u64 = report.steps.iter().map(|s| s.requests.scheduled).sum();
     let ok: u64 = report.steps.iter().map(|s| s.requests.ok).sum();
@@ -520,6 +539,31 @@ pub(crate) async fn execute(
         breached = true;
     }
     Ok(Outcome { report, breached })
+}
+
+/// The commonest reasons requests failed (the server's own words where it gave them), most
+/// frequent first, at most three: what to fix before measuring again.
+fn failure_reasons(records: &[inferscale_loadgen::record::Record]) -> Vec<String> {
+    let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in records {
+        if !matches!(
+            r.outcome,
+            inferscale_loadgen::transport::Outcome::Ok
+                | inferscale_loadgen::transport::Outcome::Dropped
+        ) && let Some(e) = &r.error
+        {
+            *by.entry(e.as_str()).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(&str, u64)> = by.into_iter().collect();
+    v.sort_by_key(|x| std::cmp::Reverse(x.1));
+    let total: u64 = v.iter().map(|x| x.1).sum();
+    let mut out = Vec::new();
+    if total > 0 {
+        out.push(format!("{total} requests failed; the commonest reasons:"));
+        out.extend(v.iter().take(3).map(|(why, n)| format!("  {n} × {why}")));
+    }
+    out
 }
 
 /// A sequential warm-up, as `inferscale warmup` and the start of `load`/`run` send it.
