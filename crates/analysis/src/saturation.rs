@@ -454,6 +454,15 @@ pub fn saturation_by(run: &RunReport, knee: Knee) -> Saturation {
         Knee::Queue => DEFAULT_GOODPUT_SHARE,
     };
     let by_goodput = goodput_knee(run, share);
+    if let inferscale_results::plan::PromptSource::Trace {
+        dispatch: inferscale_results::plan::Dispatch::ThinkTime,
+        ..
+    } = run.plan.requests.prompt
+    {
+        evidence.push(
+            "the steps replay a trace with think-time dispatch: a later turn waits for the answer before it, so when answers slow, fewer requests come in a step's window than its rate says; a step that fell short may have been held back by its own clients, and the knee is surer with --dispatch timestamp".into(),
+        );
+    }
     if let Some(rate) = run.plan.probe_rate_rps {
         let per_step: Vec<String> = run
             .steps

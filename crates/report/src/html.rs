@@ -647,6 +647,13 @@ pub fn render_with(run: &RunReport, a: &Analysis, extra: &str) -> String {
         "<p class=\"sub\">Plan: {} step(s), {} arrivals, {}, {} requests ({}), in-flight cap {}, connection reuse {}. Latencies are measured from each request's intended send time. Written by {}.</p>",
         run.plan.stages.len(),
         match run.plan.arrival {
+            _ if matches!(
+                run.plan.requests.prompt,
+                inferscale_results::plan::PromptSource::Trace { .. }
+            ) =>
+            {
+                "the trace's".to_owned()
+            }
             inferscale_results::plan::Arrival::Constant => "constant".to_owned(),
             inferscale_results::plan::Arrival::Poisson => "Poisson".to_owned(),
             inferscale_results::plan::Arrival::Gamma { shape } => format!("gamma (shape {shape})"),

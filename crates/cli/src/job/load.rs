@@ -368,7 +368,7 @@ fn announce(r: &Resolved, model: &str, out: &Path) {
         "load: {} steps, {:.0} requests, about {} of wall time; model {model:?}; results in {}",
         r.plan.config.stages.len(),
         n,
-        crate::units::format_duration(Duration::from_secs_f64(secs)),
+        crate::units::format_duration(Duration::from_secs(secs.round().max(1.0) as u64)),
         out.display()
     );
 }
