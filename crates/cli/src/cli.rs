@@ -579,7 +579,7 @@ pub(crate) struct RunArgs {
     /// Prompts that share prefixes, so the server's prefix cache is exercised and each
     /// step reports its hit rate (the server's count beside what the prompts imply):
     /// system-prompt:POOL,TOKENS (one of POOL system prompts first), few-shot:TOKENS (one
-    /// preamble for all) or multi-turn:TURNS[,USERS] (conversations whose turns carry the
+    /// preamble for all) or multi-turn:TURNS or multi-turn:TURNS,USERS (conversations whose turns carry the
     /// history; 16 users at once by default). --prompt-tokens is each unique part [default:
     /// 128].
     #[arg(long, value_name = "SHAPE")]
@@ -1704,7 +1704,7 @@ pub(crate) struct LoadArgs {
     /// Prompts that share prefixes, so the server's prefix cache is exercised and each
     /// step reports its hit rate (the server's count beside what the prompts imply):
     /// system-prompt:POOL,TOKENS (one of POOL system prompts first), few-shot:TOKENS (one
-    /// preamble for all) or multi-turn:TURNS[,USERS] (conversations whose turns carry the
+    /// preamble for all) or multi-turn:TURNS or multi-turn:TURNS,USERS (conversations whose turns carry the
     /// history; 16 users at once by default). --prompt-tokens is each unique part [default:
     /// 128].
     #[arg(long, value_name = "SHAPE")]
@@ -1809,7 +1809,8 @@ the ScaledObject's triggers (their own PromQL, evaluated on the scraped series),
 and loading the model before they are Ready, draining on scale-in, and empty nodes
 consolidated. A day of traffic takes seconds.
 
-Traffic: --trace FILE (CSV time_s,rps; each rate held until the next row) or --pattern, a
+Traffic: --trace FILE (CSV time_s,rps, each rate held until the next row; or a request trace
+in Mooncake's JSONL, the one `load --trace` replays, as its arrival rate per 10 s) or --pattern, a
 list of segments: hold:60@10m, ramp:0..60@10m, drop:0@20m, diurnal:20..500@24h.
 Delays: a duration (90s), a uniform range (60s..120s) or a normal (240s±30s, or 240s+-30s).
 
@@ -1842,7 +1843,8 @@ pub(crate) struct RehearseArgs {
     /// A PrometheusRule (or plain rule file) whose alerts are evaluated on the same series.
     #[arg(long, value_name = "FILE")]
     pub(crate) rules: Option<std::path::PathBuf>,
-    /// Traffic as CSV time_s,rps.
+    /// Traffic as CSV time_s,rps, or a request trace in Mooncake's JSONL (its arrival rate
+    /// per 10 s, ending with the trace).
     #[arg(
         long,
         value_name = "FILE",
@@ -1978,7 +1980,8 @@ pub(crate) struct TuneArgs {
     /// The share of requests, percent, that must meet the SLO outside the named transients.
     #[arg(long, value_name = "PERCENT", default_value_t = 99.0)]
     pub(crate) attainment: f64,
-    /// Tune on these traces (CSV time_s,rps) instead of the built-in suite.
+    /// Tune on these traces (CSV time_s,rps, or request traces in Mooncake's JSONL: their
+    /// arrival rate per 10 s) instead of the built-in suite.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub(crate) trace: Vec<std::path::PathBuf>,
     /// Report these traces apart, never tuning on them [default with the built-in suite: its

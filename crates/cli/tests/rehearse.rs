@@ -226,3 +226,28 @@ fn what_keda_or_the_hpa_would_reject_is_refused_with_the_field_and_line() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("segment 2"), "{}", stderr(&o));
 }
+
+/// A request trace in Mooncake's JSONL (the one `load --trace` replays) is rehearsed as its
+/// arrival rate: about as many requests as the trace holds, and none after it ends.
+#[test]
+fn a_request_trace_is_rehearsed_as_its_arrivals() {
+    let dir = tmp("request-trace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("timeline.csv");
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/traces/chat-sessions.jsonl");
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so(), "--trace"])
+        .arg(&trace)
+        .args(["--json", "--timeline-out", csv.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // 331 requests, drawn again as a Poisson process per 10 s bin (sd about 18).
+    let n = s["requests"].as_u64().unwrap();
+    assert!((256..=406).contains(&n), "{n} requests: {s:#}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let last: Vec<&str> = text.lines().last().unwrap().split(',').collect();
+    assert_eq!(last[1], "0", "the traffic ends with the trace: {last:?}");
+}

@@ -396,6 +396,30 @@ pub fn replay(
     Ok(out)
 }
 
+/// A trace's arrivals as a rate series: requests per second in each `bin_s`-second bin from
+/// the first request, as `(start, rate)` rows (what a rehearsal replays: the arrivals'
+/// shape, drawn again as a Poisson process within each bin), then 0 after the last bin.
+pub fn rate_series(turns: &[Turn], bin_s: f64) -> Vec<(f64, f64)> {
+    let bin_s = if bin_s.is_finite() && bin_s > 0.0 {
+        bin_s
+    } else {
+        1.0
+    };
+    let bins = (span_s(turns) / bin_s).floor() as usize + 1;
+    let mut counts = vec![0u64; bins];
+    for t in turns {
+        counts[((t.at_s / bin_s).floor() as usize).min(bins - 1)] += 1;
+    }
+    let mut rows: Vec<(f64, f64)> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (i as f64 * bin_s, c as f64 / bin_s))
+        .collect();
+    // The traffic ends with the trace.
+    rows.push((bins as f64 * bin_s, 0.0));
+    rows
+}
+
 /// `n` requests shaped as `shape` (see [`Shape`]), each unique part `length` long and each
 /// answer `output` long, drawn with `seed`.
 pub fn shaped(shape: Shape, n: usize, length: Length, output: Length, seed: u64) -> Vec<Turn> {
@@ -553,6 +577,19 @@ mod tests {
         assert_eq!(parse_speed("0.5"), Some(0.5));
         assert_eq!(parse_speed("0x"), None);
         assert_eq!(parse_speed("fast"), None);
+    }
+
+    #[test]
+    fn a_trace_becomes_a_rate_series() {
+        let t = parse_mooncake(
+            "{\"timestamp\": 0, \"input_length\": 5}\n{\"timestamp\": 4000, \"input_length\": 5}\n{\"timestamp\": 9000, \"input_length\": 5}\n{\"timestamp\": 25000, \"input_length\": 5}\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            rate_series(&t, 10.0),
+            vec![(0.0, 0.3), (10.0, 0.0), (20.0, 0.1), (30.0, 0.0)]
+        );
     }
 
     #[test]

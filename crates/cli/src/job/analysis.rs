@@ -35,7 +35,7 @@ pub(crate) fn write(
     write_against(run, dir, peak_rps, knee, None)
 }
 
-/// [`write`], and beside `baseline` (another run.json, analysed the same way) when given:
+/// [`write()`], and beside `baseline` (another run.json, analysed the same way) when given:
 /// the report gets a section saying how far the knee and the capacity moved, and
 /// [`Written::compared`] the same in text.
 pub(crate) fn write_against(

@@ -308,11 +308,30 @@ pub(crate) fn timeline_csv(outcomes: &[(String, Outcome)]) -> String {
     s
 }
 
-/// Reads a trace file.
+/// Bins of a request trace's arrivals when a rehearsal replays it, seconds: finer than an
+/// autoscaler's reactions, coarse enough that a bin holds several requests.
+const TRACE_BIN_S: f64 = 10.0;
+
+/// Reads a trace file: `time_s,rps` rows, or a request trace in Mooncake's JSONL (the one
+/// `load --trace` replays), whose arrivals become a rate per 10-second bin.
 pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::Traffic> {
-    let text = read_text(path, "the trace", cap::SMALL)?;
-    inferscale_autoscale::traffic::Traffic::from_csv(&text)
-        .with_context(|| format!("{}: not a trace of time_s,rps", path.display()))
+    let requests = path.extension().is_some_and(|e| e == "jsonl");
+    let text = read_text(
+        path,
+        "the trace",
+        if requests { cap::DATASET } else { cap::SMALL },
+    )?;
+    if requests || text.trim_start().starts_with('{') {
+        let turns = inferscale_loadgen::trace::parse_mooncake(&text, &path.display().to_string())?;
+        let rows = inferscale_loadgen::trace::rate_series(&turns, TRACE_BIN_S);
+        return Ok(inferscale_autoscale::traffic::Traffic::steps(&rows));
+    }
+    inferscale_autoscale::traffic::Traffic::from_csv(&text).with_context(|| {
+        format!(
+            "{}: not a trace of time_s,rps (or a request trace in Mooncake's JSONL)",
+            path.display()
+        )
+    })
 }
 
 /// Sets apart the start-up transients of a rehearsal of `traffic` (see
