@@ -404,6 +404,42 @@ impl Plan {
         }
     }
 
+    /// Where the prompts come from: a trace, a dataset, a shape, a fixed prompt, synthetic
+    /// lengths or the seeds' prompt, the first of them the plan gives.
+    fn prompt_source(&self) -> Result<PromptSource, PlanError> {
+        Ok(if let Some(p) = self.replayed()? {
+            p
+        } else if let Some(d) = &self.dataset {
+            PromptSource::Dataset {
+                path: d.display().to_string(),
+            }
+        } else if let Some(shape) = &self.shape {
+            PromptSource::Shared {
+                shape: Shape::parse(shape).map_err(|e| invalid("shape", e.to_string()))?,
+                length: self
+                    .prompt_tokens
+                    .as_ref()
+                    .map_or(Ok(Length::Fixed { tokens: 128 }), |l| {
+                        l.get("prompt_tokens")
+                    })?,
+            }
+        } else if let Some(t) = self.prompt.clone() {
+            if t.trim().is_empty() {
+                return Err(invalid(
+                    "prompt",
+                    "is empty: a server refuses an empty prompt (every request would fail)",
+                ));
+            }
+            PromptSource::Fixed { text: t }
+        } else if let Some(l) = &self.prompt_tokens {
+            PromptSource::Synthetic {
+                length: l.get("prompt_tokens")?,
+            }
+        } else {
+            PromptSource::Seeds
+        })
+    }
+
     /// A trace's replay as the prompts' source, checked (`None` without a trace). Its
     /// schedule is the trace's: the load generator sets the steps when it reads the file.
     fn replayed(&self) -> Result<Option<PromptSource>, PlanError> {
@@ -604,37 +640,7 @@ impl Plan {
             .max_tokens
             .as_ref()
             .map_or(Ok(Length::Fixed { tokens: 100 }), |v| v.get("max_tokens"))?;
-        let prompt = if let Some(p) = self.replayed()? {
-            p
-        } else if let Some(d) = &self.dataset {
-            PromptSource::Dataset {
-                path: d.display().to_string(),
-            }
-        } else if let Some(shape) = &self.shape {
-            PromptSource::Shared {
-                shape: Shape::parse(shape).map_err(|e| invalid("shape", e.to_string()))?,
-                length: self
-                    .prompt_tokens
-                    .as_ref()
-                    .map_or(Ok(Length::Fixed { tokens: 128 }), |l| {
-                        l.get("prompt_tokens")
-                    })?,
-            }
-        } else if let Some(t) = self.prompt.clone() {
-            if t.trim().is_empty() {
-                return Err(invalid(
-                    "prompt",
-                    "is empty: a server refuses an empty prompt (every request would fail)",
-                ));
-            }
-            PromptSource::Fixed { text: t }
-        } else if let Some(l) = &self.prompt_tokens {
-            PromptSource::Synthetic {
-                length: l.get("prompt_tokens")?,
-            }
-        } else {
-            PromptSource::Seeds
-        };
+        let prompt = self.prompt_source()?;
         let temperature = self.temperature.unwrap_or(0.7);
         if !(temperature.is_finite() && temperature >= 0.0) {
             return Err(invalid(

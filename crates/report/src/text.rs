@@ -136,6 +136,25 @@ impl StepCells {
     }
 }
 
+/// The summary's goodput line, when the run had an SLO: what judged the steps, and where
+/// goodput alone puts the knee.
+fn goodput_line(o: &mut String, run: &RunReport, sat: &inferscale_analysis::Saturation) {
+    if let Some(slo) = run.slo {
+        let _ = writeln!(
+            o,
+            "  goodput: the requests within {slo}; the steps judged by {}{}",
+            sat.knee.words(),
+            sat.goodput_knee_rps
+                .filter(|_| sat.knee == inferscale_analysis::Knee::Queue)
+                .map_or(String::new(), |g| format!(
+                    " (by goodput ≥ {} % alone: {})",
+                    inferscale_analysis::saturation::DEFAULT_GOODPUT_SHARE * 100.0,
+                    rps(g)
+                ))
+        );
+    }
+}
+
 /// The summary printed after an analysis.
 pub fn summary(run: &RunReport, a: &Analysis) -> String {
     let sat = &a.saturation;
@@ -155,20 +174,7 @@ pub fn summary(run: &RunReport, a: &Analysis) -> String {
         }
         o.push('\n');
     }
-    if let Some(slo) = run.slo {
-        let _ = writeln!(
-            o,
-            "  goodput: the requests within {slo}; the steps judged by {}{}",
-            sat.knee.words(),
-            sat.goodput_knee_rps
-                .filter(|_| sat.knee == inferscale_analysis::Knee::Queue)
-                .map_or(String::new(), |g| format!(
-                    " (by goodput ≥ {} % alone: {})",
-                    inferscale_analysis::saturation::DEFAULT_GOODPUT_SHARE * 100.0,
-                    rps(g)
-                ))
-        );
-    }
+    goodput_line(&mut o, run, sat);
     let goodput_col = run.slo.is_some();
     let probe_col = run.plan.probe_rate_rps.is_some();
     // Shown for prompts with a cache structure (a shape, a trace).

@@ -164,28 +164,44 @@ pub enum TraceError {
     },
 }
 
-fn number(v: &serde_json::Value, key: &str) -> Result<Option<f64>, String> {
+/// What is wrong with a line's field, in words (made a [`TraceError::Field`] with the line).
+#[derive(Debug)]
+struct Why(String);
+
+impl From<String> for Why {
+    fn from(s: String) -> Why {
+        Why(s)
+    }
+}
+
+impl From<&str> for Why {
+    fn from(s: &str) -> Why {
+        Why(s.to_owned())
+    }
+}
+
+fn number(v: &serde_json::Value, key: &str) -> Result<Option<f64>, Why> {
     match v.get(key) {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(x) => match x.as_f64() {
             Some(n) if n.is_finite() && n >= 0.0 => Ok(Some(n)),
-            _ => Err(format!("\"{key}\" must be a non-negative number, not {x}")),
+            _ => Err(format!("\"{key}\" must be a non-negative number, not {x}").into()),
         },
     }
 }
 
-fn count(v: &serde_json::Value, key: &str, most: u64) -> Result<Option<u32>, String> {
+fn count(v: &serde_json::Value, key: &str, most: u64) -> Result<Option<u32>, Why> {
     match number(v, key)? {
         None => Ok(None),
         Some(n) if n.fract() == 0.0 && n >= 1.0 && n <= most as f64 => Ok(Some(n as u32)),
-        Some(n) => Err(format!(
-            "\"{key}\" must be a whole number from 1 to {most}, not {n}"
-        )),
+        Some(n) => {
+            Err(format!("\"{key}\" must be a whole number from 1 to {most}, not {n}").into())
+        }
     }
 }
 
 /// A session id as a key: a string's or a number's.
-fn session_key(v: &serde_json::Value) -> Result<Option<u64>, String> {
+fn session_key(v: &serde_json::Value) -> Result<Option<u64>, Why> {
     match v.get("session_id") {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(mix(&[
@@ -196,15 +212,15 @@ fn session_key(v: &serde_json::Value) -> Result<Option<u64>, String> {
         ]))),
         Some(x) => match x.as_u64() {
             Some(n) => Ok(Some(mix(&[2, n]))),
-            None => Err(format!(
-                "\"session_id\" must be a string or a whole number, not {x}"
-            )),
+            None => {
+                Err(format!("\"session_id\" must be a string or a whole number, not {x}").into())
+            }
         },
     }
 }
 
 /// One line of a trace.
-fn turn_of(v: &serde_json::Value, line: usize) -> Result<Turn, String> {
+fn turn_of(v: &serde_json::Value, line: usize) -> Result<Turn, Why> {
     let input = count(v, "input_length", 10_000_000)?
         .ok_or("\"input_length\" is missing (the prompt's tokens)")?;
     let output = count(v, "output_length", 10_000_000)?.unwrap_or(1);
@@ -214,15 +230,15 @@ fn turn_of(v: &serde_json::Value, line: usize) -> Result<Turn, String> {
             .iter()
             .map(|x| x.as_u64().ok_or(x))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|x| format!("\"hash_ids\" must hold whole numbers, not {x}"))?,
-        Some(x) => return Err(format!("\"hash_ids\" must be an array, not {x}")),
+            .map_err(|x| Why(format!("\"hash_ids\" must hold whole numbers, not {x}")))?,
+        Some(x) => return Err(format!("\"hash_ids\" must be an array, not {x}").into()),
     };
     let blocks = input.div_ceil(MOONCAKE_BLOCK_TOKENS) as usize;
     if ids.len() > blocks {
         return Err(format!(
             "\"hash_ids\" has {} blocks, but an input of {input} tokens fills {blocks} of {MOONCAKE_BLOCK_TOKENS}",
             ids.len()
-        ));
+        ).into());
     }
     let mut spans = Vec::with_capacity(blocks);
     let mut parent = 0;
@@ -258,7 +274,7 @@ pub fn parse_mooncake(text: &str, name: &str) -> Result<Vec<Turn>, TraceError> {
                 line: i + 1,
                 source,
             })?;
-        let turn = turn_of(&v, i + 1).map_err(|why| TraceError::Field {
+        let turn = turn_of(&v, i + 1).map_err(|Why(why)| TraceError::Field {
             name: name.to_owned(),
             line: i + 1,
             why,
