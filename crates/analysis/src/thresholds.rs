@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use inferscale_results::plan::Length;
+use inferscale_results::plan::{Length, PromptSource};
 use inferscale_results::run::{RunReport, StepReport};
 use serde::{Deserialize, Serialize};
 
@@ -86,6 +86,11 @@ pub struct Workload {
     pub max_tokens: Option<u32>,
     /// The longest successful request at the healthy step, seconds.
     pub e2e_max_seconds: Option<f64>,
+    /// Where the prompts came from when they shared prefixes (a `--shape`, a request
+    /// trace): what a rehearsal sends again, so that its replicas' prefix caches find what
+    /// the measured server's did. `None`: unique prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<PromptSource>,
 }
 
 /// What the thresholds were measured at.
@@ -512,6 +517,10 @@ fn workload(run: &RunReport, h: &StepReport) -> Workload {
             Length::Normal { .. } | Length::LogNormal { .. } => None,
         },
         e2e_max_seconds: h.latency_s.e2e.max,
+        prompts: match &run.plan.requests.prompt {
+            p @ (PromptSource::Shared { .. } | PromptSource::Trace { .. }) => Some(p.clone()),
+            _ => None,
+        },
     }
 }
 

@@ -25,7 +25,7 @@ use inferscale_catalog::vllm::{self, EngineHistogram};
 use inferscale_catalog::{Snapshot, names_for};
 use inferscale_engine::fleet::{Fleet, FleetEvent, Notice, Observer, Replica, Routing, drive};
 use inferscale_engine::stats::FinishReason;
-use inferscale_engine::{EngineConfig, EventKind, RequestSpec};
+use inferscale_engine::{EngineConfig, EventKind, Prompt, PromptCycle, RequestSpec};
 use inferscale_promql::{Evaluator, Labels, Store};
 use inferscale_promtext::Exposition;
 use inferscale_rng::{FastHash, Rng, mix};
@@ -68,8 +68,11 @@ pub trait Exporters {
 pub struct Setup {
     /// Each replica's engine.
     pub engine: EngineConfig,
-    /// The requests sent.
+    /// The requests sent (when `prompts` is `None`).
     pub request: RequestSpec,
+    /// The prompts sent in turn, with what their blocks share (a trace's or a shape's), for
+    /// the replicas' prefix caches to find; `None`: every request is `request`, unique.
+    pub prompts: Option<PromptCycle>,
     /// How the Service spreads requests.
     pub routing: Routing,
     /// Replicas at the start (ready).
@@ -407,6 +410,10 @@ pub struct Summary {
     pub cycle_completed: bool,
     /// Requests refused for want of a ready replica.
     pub unrouted: u64,
+    /// The share of prompt tokens the replicas found in their prefix caches, over the whole
+    /// rehearsal (warm-in included); `None` when nothing was looked up (caching off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
     /// `spec.replicas` at the end.
     pub final_replicas: u32,
     /// Per trigger.
@@ -586,13 +593,15 @@ fn p95(v: &mut [f64]) -> Option<f64> {
 }
 
 /// A retry waiting for its time.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Retry {
     at: f64,
     /// When the request first arrived.
     first: f64,
     /// The attempt it will be (1 for the first retry).
     attempt: u32,
+    /// What it sends again.
+    prompt: Prompt,
 }
 
 impl Eq for Retry {}
@@ -612,11 +621,13 @@ impl Ord for Retry {
     }
 }
 
-/// An attempt the engines hold: when its request first arrived, and which attempt it is.
-#[derive(Debug, Clone, Copy)]
+/// An attempt the engines hold: when its request first arrived, which attempt it is, and
+/// what it sent.
+#[derive(Debug, Clone)]
 struct Attempt {
     first: f64,
     attempt: u32,
+    prompt: Prompt,
 }
 
 /// The requests, as their clients see them: latencies from the first arrival, timeouts,
@@ -720,12 +731,27 @@ impl Requests {
         self.all.add(e2e);
     }
 
-    /// An attempt (number `attempt`) sent at `t` went to `routed`, or found no replica.
-    fn sent(&mut self, t: f64, first: f64, attempt: u32, routed: Option<(usize, u64)>) {
+    /// An attempt (number `attempt`) of `prompt` sent at `t` went to `routed`, or found no
+    /// replica.
+    fn sent(
+        &mut self,
+        t: f64,
+        first: f64,
+        attempt: u32,
+        prompt: Prompt,
+        routed: Option<(usize, u64)>,
+    ) {
         match routed {
             Some(key) => {
                 if self.client.tracks() {
-                    self.live.insert(key, Attempt { first, attempt });
+                    self.live.insert(
+                        key,
+                        Attempt {
+                            first,
+                            attempt,
+                            prompt,
+                        },
+                    );
                 }
                 if let Some(timeout) = self.client.timeout_s {
                     self.deadlines.push_back((t + timeout, key.0, key.1));
@@ -733,18 +759,26 @@ impl Requests {
             }
             None => {
                 self.unrouted_row += 1;
-                self.give_up_or_retry(t, first, attempt, false);
+                self.give_up_or_retry(t, first, attempt, prompt, false);
             }
         }
     }
 
-    fn give_up_or_retry(&mut self, t: f64, first: f64, attempt: u32, timed_out: bool) {
+    fn give_up_or_retry(
+        &mut self,
+        t: f64,
+        first: f64,
+        attempt: u32,
+        prompt: Prompt,
+        timed_out: bool,
+    ) {
         if attempt < self.client.max_retries {
             let at = t + self.client.backoff(attempt, &mut self.rng);
             self.retries.push(Reverse(Retry {
                 at,
                 first,
                 attempt: attempt + 1,
+                prompt,
             }));
         } else {
             if first >= self.judge_from {
@@ -760,10 +794,10 @@ impl Requests {
 
     fn notice(&mut self, n: Notice) {
         match n {
-            Notice::Arrived { t, routed } => {
+            Notice::Arrived { t, routed, prompt } => {
                 self.arrived += u64::from(t >= self.judge_from);
                 self.arrived_row += 1;
-                self.sent(t, t, 0, routed.map(|r| (r.replica, r.id)));
+                self.sent(t, t, 0, prompt, routed.map(|r| (r.replica, r.id)));
             }
             Notice::Engine(e) => self.engine_event(e),
         }
@@ -815,8 +849,8 @@ struct Control<'a> {
     store: Store,
     exporters: &'a mut dyn Exporters,
     requests: &'a RefCell<Requests>,
-    /// What every request asks (retries are sent again as they were).
-    spec: RequestSpec,
+    /// A request's mean prompt, tokens (what the modelled endpoint picker counts).
+    mean_prompt_tokens: f64,
     /// Per trigger, the pods' histories an `external` trigger's scaler keeps, and its trend.
     histories: Vec<Option<(History, Trend)>>,
     keep: Box<dyn Fn(&str) -> bool>,
@@ -1160,7 +1194,7 @@ impl Control<'_> {
             let text = epp_exposition(
                 svc,
                 &endpoints,
-                f64::from(self.spec.prompt_tokens),
+                self.mean_prompt_tokens,
                 requests.epp.as_ref(),
             );
             if let Ok(exp) = inferscale_promtext::parse(text.as_bytes()) {
@@ -1263,7 +1297,7 @@ impl Control<'_> {
             if fleet.cancel(replica, id, t, &mut aborted) {
                 req.outcomes.aborted += u64::from(a.first >= req.judge_from);
             }
-            req.give_up_or_retry(d, a.first, a.attempt, true);
+            req.give_up_or_retry(d, a.first, a.attempt, a.prompt, true);
         }
         // Deadlines of attempts that ended need no tick.
         while let Some(&(_, replica, id)) = req.deadlines.front() {
@@ -1277,8 +1311,10 @@ impl Control<'_> {
                 break;
             };
             req.outcomes.retries += u64::from(r.first >= req.judge_from);
-            let routed = fleet.submit(self.spec, t).map(|x| (x.replica, x.id));
-            req.sent(t, r.first, r.attempt, routed);
+            let routed = fleet
+                .submit_with(r.prompt.spec, r.prompt.blocks.clone(), t)
+                .map(|x| (x.replica, x.id));
+            req.sent(t, r.first, r.attempt, r.prompt, routed);
         }
     }
 
@@ -1588,7 +1624,12 @@ pub fn rehearse(
         store: Store::new(),
         exporters,
         requests: &requests,
-        spec: setup.request,
+        mean_prompt_tokens: setup
+            .prompts
+            .as_ref()
+            .map_or(f64::from(setup.request.prompt_tokens), |p| {
+                p.mean_lengths().0
+            }),
         histories: vec![None; keda.triggers.len()],
         keep,
         departed_seen: 0,
@@ -1612,9 +1653,15 @@ pub fn rehearse(
         next_compaction: 600.0,
     };
     let spec = setup.request;
+    let mut prompts = setup.prompts.clone();
     let arrivals = traffic
         .arrivals(setup.duration_s, mix(&[setup.seed, 0x6172_7269]))
-        .map(|t| (t, spec));
+        .map(move |t| {
+            let p = prompts
+                .as_mut()
+                .map_or_else(|| Prompt::from(spec), PromptCycle::next_prompt);
+            (t, p)
+        });
     drive(
         &mut fleet,
         arrivals,
@@ -1783,6 +1830,17 @@ fn verdict(
         },
         cycle_completed,
         unrouted: control.unrouted,
+        prefix_cache_hit_rate: {
+            let (q, h) = fleet
+                .replicas()
+                .iter()
+                .chain(fleet.departed())
+                .map(|r| r.engine.stats())
+                .fold((0u64, 0u64), |(q, h), s| {
+                    (q + s.prefix_cache_queries, h + s.prefix_cache_hits)
+                });
+            (q > 0).then(|| h as f64 / q as f64)
+        },
         final_replicas: fleet.desired() as u32,
         triggers: control.reports,
         notes,

@@ -28,6 +28,7 @@
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{Policy, Primary, Tuned};
 use inferscale_engine::fleet::{Fleet, Routing, drive};
+use inferscale_engine::{Prompt, PromptCycle};
 use inferscale_manifests::{Options, karpenter, keda as generated};
 use inferscale_rng::mix;
 use serde::Serialize;
@@ -52,6 +53,9 @@ pub struct Trace {
     pub duration_s: f64,
     /// A steady load: a flap on it fails the policy.
     pub steady: bool,
+    /// The prompts it sends, when they are its own (a request trace's); `None`: the
+    /// setup's.
+    pub prompts: Option<PromptCycle>,
 }
 
 impl Trace {
@@ -63,6 +67,7 @@ impl Trace {
             traffic,
             duration_s,
             steady,
+            prompts: None,
         }
     }
 
@@ -256,10 +261,14 @@ fn steady_attainment(base: &Setup, rps: f64, slo_s: f64) -> Result<f64, Rehearse
     let (warm, span) = (60.0, 600.0);
     let end = warm + span;
     let spec = base.request;
+    let mut prompts = base.prompts.clone();
     let traffic = Traffic::constant(rps);
-    let arrivals = traffic
-        .arrivals(end, mix(&[base.seed, 0x636170]))
-        .map(|t| (t, spec));
+    let arrivals = traffic.arrivals(end, mix(&[base.seed, 0x636170])).map(|t| {
+        let p = prompts
+            .as_mut()
+            .map_or_else(|| Prompt::from(spec), PromptCycle::next_prompt);
+        (t, p)
+    });
     let (mut judged, mut within) = (0u64, 0u64);
     drive(&mut fleet, arrivals, end, &mut [], |n| {
         if let Some((_, _, t)) = n.finished()
@@ -634,6 +643,9 @@ impl Tuner<'_> {
         setup.cluster.initial_nodes = n0.div_ceil(setup.cluster.pods_per_node());
         setup.cluster.consolidate_after_s = r.consolidate_after_s;
         setup.transients = Vec::new();
+        if let Some(p) = &trace.prompts {
+            setup.prompts = Some(p.clone());
+        }
         let traffic = trace.traffic.warmed(WARM_S);
         let mut exporters = (self.make)();
         let out = rehearse(&setup, &r.keda, &traffic, exporters.as_mut(), &mut |_| {})?;

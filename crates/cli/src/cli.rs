@@ -213,7 +213,9 @@ pub(crate) struct ClusterArgs {
     /// pod, and its running requests, per pod by Little's law from the measured capacity
     /// (`inferscale rehearse` rehearses it). tune and run also try scaling on the gateway's
     /// requests in flight and its token backlog (the rehearsal models the picker; not with
-    /// --scaler external, which reads the pods).
+    /// --scaler external, which reads the pods), and their rehearsals route as the picker
+    /// does: to the pod whose prefix cache holds most of the prompt, unless it is 16 requests
+    /// behind the least loaded (without --gateway: at random, as a Service does).
     #[arg(long)]
     pub(crate) gateway: bool,
 }
@@ -1123,6 +1125,9 @@ Examples:
   inferscale predict --gpu L40S,H100,H200 --price L40S=1.86 --price H100=3.93 --price H200=4.98 \\
       --model Llama-3.1-8B --input 512 --output 256 --rps 300 --target-p95-e2e 3s
   inferscale predict --gpu H100 --model-config ./my-model/config.json --input 800 --output 200 --rps 5
+  inferscale predict --gpu L40S --model Ministral-3-8B --shape multi-turn:6 --input 384 --output 48 \
+      --rps 30
+  inferscale predict --gpu H100 --model Llama-3.1-8B --trace chat-sessions.jsonl
 
 The engine model (vLLM V1's scheduler over a paged KV cache with prefix caching, step times
 from the GPU and the model; docs/performance-model.md) runs the workload in virtual time, in
@@ -1243,6 +1248,18 @@ pub(crate) struct PredictArgs {
     /// TOKENSxGROUPS: every prompt starts with one of GROUPS system prompts of TOKENS tokens.
     #[arg(long, value_name = "TOKENSxGROUPS")]
     pub(crate) shared_prefix: Option<String>,
+
+    /// Prompts that share prefixes, as `load --shape` sends them (system-prompt:POOL,TOKENS,
+    /// few-shot:TOKENS, multi-turn:TURNS,USERS); --input is each prompt's unique part,
+    /// --output each answer.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["prompt_pool", "shared_prefix", "input_std"])]
+    pub(crate) shape: Option<String>,
+
+    /// The prompts and answers of a request trace in Mooncake's JSONL (as `load --trace`
+    /// replays it: its hash_ids' blocks shared), sent in turn at the load given [default
+    /// load: the trace's mean rate, Poisson, for its length].
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt_pool", "shared_prefix", "input_std", "shape"])]
+    pub(crate) trace: Option<std::path::PathBuf>,
 
     /// Start cold (the first requests pay CUDA/JIT warm-up and clock ramp).
     #[arg(long)]
@@ -1869,11 +1886,15 @@ pub(crate) struct RehearseArgs {
     /// The clients.
     #[command(flatten)]
     pub(crate) clients: ClientArgs,
+    /// What the prompts share.
+    #[command(flatten)]
+    pub(crate) sharing: SharingArgs,
     /// The model_name label the replicas' metrics carry (default: thresholds' model, else the
     /// profile's model id).
     #[arg(long, value_name = "NAME")]
     pub(crate) model_name: Option<String>,
-    /// Prompt tokens of every request [default: the thresholds' measured mean, else 34].
+    /// Prompt tokens of every request, or with --shape each prompt's unique part
+    /// [default: the thresholds' measured mean, else 34; with --shape 128].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub(crate) prompt_tokens: Option<u32>,
     /// max_tokens of every request, generated in full [default: the thresholds' measured
@@ -2000,6 +2021,12 @@ pub(crate) struct TuneArgs {
     /// The seed of every random choice; every candidate meets the same arrivals.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(crate) seed: u64,
+    /// What the prompts share.
+    #[command(flatten)]
+    pub(crate) sharing: SharingArgs,
+    /// With --shape, each prompt's unique part, tokens [default: 128].
+    #[arg(long, value_name = "N", requires = "shape", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(crate) prompt_tokens: Option<u32>,
     /// The output folder.
     #[arg(long, value_name = "DIR", default_value = "inferscale-tune")]
     pub(crate) out: std::path::PathBuf,
@@ -2011,6 +2038,21 @@ pub(crate) struct TuneArgs {
     pub(crate) cluster: ClusterArgs,
 }
 
+/// What the rehearsed prompts share, for the replicas' prefix caches (`rehearse`, `tune`).
+#[derive(Debug, Args)]
+pub(crate) struct SharingArgs {
+    /// Prompts that share prefixes, as `load --shape` sends them: system-prompt:POOL,TOKENS,
+    /// few-shot:TOKENS or multi-turn:TURNS,USERS [default: the shape or request trace the
+    /// thresholds were measured with (a request --trace's own prompts for that trace), else
+    /// unique prompts].
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) shape: Option<String>,
+    /// Send unique prompts (no prefix-cache hits), whatever the thresholds were measured
+    /// with.
+    #[arg(long, conflicts_with = "shape")]
+    pub(crate) unique_prompts: bool,
+}
+
 /// How a Service spreads requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RoutingArg {
@@ -2020,4 +2062,7 @@ pub(crate) enum RoutingArg {
     RoundRobin,
     /// To the pod with the fewest outstanding requests (a load-aware gateway).
     LeastOutstanding,
+    /// To the pod whose prefix cache holds the most of the prompt, unless it is 16 requests
+    /// behind the least loaded (an inference gateway such as llm-d's router).
+    PrefixAware,
 }

@@ -783,6 +783,69 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             ],
             "--kube-api \"kubernetes.default.svc\"",
         ),
+        // Shapes and request traces in the rehearsal, the tuner and predict.
+        with_file(
+            case(
+                "shapes are checked up front",
+                &[
+                    "rehearse",
+                    "--thresholds",
+                    "t.json",
+                    "--compare-signals",
+                    "--pattern",
+                    "hold:1@1m",
+                    "--shape",
+                    "multi-turn:0",
+                ],
+                "multi-turn:0",
+            ),
+            "t.json",
+            t.clone(),
+        ),
+        with_file(
+            case(
+                "shapes are checked up front",
+                &["tune", "--thresholds", "t.json", "--shape", "zigzag:3"],
+                "zigzag:3",
+            ),
+            "t.json",
+            t.clone(),
+        ),
+        with_file(
+            case(
+                "a trace the thresholds name is read or named",
+                &[
+                    "rehearse",
+                    "--thresholds",
+                    "t.json",
+                    "--compare-signals",
+                    "--pattern",
+                    "hold:1@1m",
+                ],
+                "gone.jsonl",
+            ),
+            "t.json",
+            {
+                let mut v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                v["workload"]["prompts"] = serde_json::json!({
+                    "kind": "trace", "path": "gone.jsonl", "dispatch": "timestamp", "speeds": [1.0]
+                });
+                serde_json::to_vec(&v).unwrap()
+            },
+        ),
+        case(
+            "traces are checked up front",
+            &[
+                "predict",
+                "--gpu",
+                "L40S",
+                "--model",
+                "Llama-3.1-8B",
+                "--trace",
+                "missing.jsonl",
+            ],
+            "missing.jsonl",
+        ),
         // predict.
         case(
             "GPUs and models are named",

@@ -729,6 +729,34 @@ fn prefix_caching_moves_a_multi_turn_knee_and_analyze_says_by_how_much() {
         let implied = v["steps"][0]["cache"]["implied_hit_rate"].as_f64().unwrap();
         if caching {
             assert!((hit - implied).abs() < 0.05, "{hit} vs {implied}");
+            // The thresholds keep the shape, and a rehearsal of them sends it again: its
+            // replicas (the profile's engine) find the history in their caches.
+            let th = dir.join("thresholds.json");
+            let t: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&th).unwrap()).unwrap();
+            assert_eq!(t["workload"]["prompts"]["kind"], "shared", "{t:#}");
+            let so = common::workspace().join("testdata/aws-eks/keda-scaledobject.yaml");
+            let rehearse = |extra: &[&str]| {
+                let mut args = vec!["rehearse", "--thresholds", th.to_str().unwrap()];
+                args.extend(["--scaledobject", so.to_str().unwrap()]);
+                args.extend(["--profile", "aws-eks-ministral-8b-l40s"]);
+                args.extend(["--pattern", "hold:20@5m", "--json"]);
+                args.extend_from_slice(extra);
+                let o = run(&args);
+                assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                (
+                    stderr(&o),
+                    v["prefix_cache_hit_rate"].as_f64().unwrap_or(0.0),
+                )
+            };
+            let (said, shared) = rehearse(&[]);
+            assert!(
+                said.contains("prompts: shared-prefix prompts (multi-turn:6,16)"),
+                "{said}"
+            );
+            assert!((shared - implied).abs() < 0.1, "{shared} vs {implied}");
+            assert_eq!(rehearse(&["--unique-prompts"]).1, 0.0);
         } else {
             assert_eq!(hit, 0.0);
         }

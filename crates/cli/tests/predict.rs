@@ -265,3 +265,78 @@ fn a_concurrency_sweep_is_one_command() {
         "{t}"
     );
 }
+
+#[test]
+fn a_shape_or_a_request_trace_is_predicted_with_the_prefix_cache_it_implies() {
+    // Six-turn conversations, each turn 384 new tokens after the history, 48-token answers:
+    // the history is in the cache, so one replica sustains far more with it than without.
+    let shape = |extra: &[&str]| {
+        let mut args = vec![
+            "predict",
+            "--gpu",
+            "L40S",
+            "--model",
+            "Ministral-3-8B",
+            "--shape",
+            "multi-turn:6",
+            "--input",
+            "384",
+            "--output",
+            "48",
+            "--rps",
+            "30",
+            "--saturation",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&args)
+    };
+    let on = shape(&[]);
+    let off = shape(&["--no-prefix-caching"]);
+    let p = |v: &Value, k: &str| v["predictions"][0][k].clone();
+    let hit = p(&on, "summary")["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!((0.6..0.8).contains(&hit), "{hit}");
+    let off_hit = &p(&off, "summary")["prefix_cache_hit_rate"];
+    assert!(
+        off_hit.is_null() || off_hit.as_f64() == Some(0.0),
+        "{off_hit}"
+    );
+    let (sat_on, sat_off) = (
+        p(&on, "saturation_rps").as_f64().unwrap(),
+        p(&off, "saturation_rps").as_f64().unwrap(),
+    );
+    assert!(sat_on > 1.5 * sat_off, "{sat_on} against {sat_off}");
+    // What is sent is said: the prompts' own mean lengths, and the shape.
+    assert_eq!(
+        on["workload"]["sharing"],
+        "shared-prefix prompts (multi-turn:6,16)"
+    );
+    let mean_in = on["workload"]["input"]["mean"].as_f64().unwrap();
+    assert!((1400.0..1500.0).contains(&mean_in), "{mean_in}");
+    // A request trace: its prompts at its own mean rate by default, its hash_ids' sharing
+    // found in the cache within 5 points of what they imply (77.5 %).
+    let trace = workspace().join("testdata/traces/chat-sessions.jsonl");
+    let t = json_of(&[
+        "predict",
+        "--gpu",
+        "L40S",
+        "--model",
+        "Ministral-3-8B",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(t["workload"]["load"]["rps"].as_f64().unwrap(), 1.007);
+    let sum = &t["predictions"][0]["summary"];
+    assert_eq!(sum["completed"], 331);
+    let hit = sum["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!((hit - 0.775).abs() < 0.05, "{hit}");
+    // A shape's lengths must be whole tokens; a trace and a pool are not both meant.
+    let o = inferscale()
+        .args(["predict", "--gpu", "L40S", "--model", "Ministral-3-8B"])
+        .args(["--shape", "multi-turn:6", "--input", "217.4", "--rps", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--input 217.4"), "{}", stderr(&o));
+}

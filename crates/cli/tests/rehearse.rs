@@ -251,3 +251,55 @@ fn a_request_trace_is_rehearsed_as_its_arrivals() {
     let last: Vec<&str> = text.lines().last().unwrap().split(',').collect();
     assert_eq!(last[1], "0", "the traffic ends with the trace: {last:?}");
 }
+
+#[test]
+fn a_shapes_prompts_reach_the_rehearsed_replicas_prefix_caches() {
+    // One replica (the seeds' object capped at one) under 33 req/s of six-turn
+    // conversations. Their history is in the cache, so it keeps up; unique prompts of the
+    // same mean length (1,464 tokens) are more than it serves.
+    let dir = tmp("shape");
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("one.yaml");
+    let seeds = std::fs::read_to_string(seeds_so()).unwrap();
+    std::fs::write(
+        &so,
+        seeds.replace("maxReplicaCount: 5", "maxReplicaCount: 1"),
+    )
+    .unwrap();
+    let rehearse = |extra: &[&str]| -> serde_json::Value {
+        let o = inferscale()
+            .args(["rehearse", "--scaledobject", so.to_str().unwrap()])
+            .args(["--pattern", "hold:33@10m", "--duration", "12m"])
+            .args(["--max-tokens", "48", "--slo-e2e", "5s", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let shared = rehearse(&["--shape", "multi-turn:6", "--prompt-tokens", "384"]);
+    let unique = rehearse(&["--prompt-tokens", "1464"]);
+    let hit = shared["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!((0.6..0.8).contains(&hit), "{hit}");
+    assert_eq!(unique["prefix_cache_hit_rate"].as_f64().unwrap(), 0.0);
+    let met = |v: &serde_json::Value| v["slo_attainment"].as_f64().unwrap();
+    assert!(met(&shared) > 0.99, "{shared:#}");
+    assert!(met(&unique) < 0.5, "{unique:#}");
+    // The request trace's own prompts go with its arrivals.
+    let trace = workspace().join("testdata/traces/chat-sessions.jsonl");
+    let o = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so(), "--trace"])
+        .arg(&trace)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("chat-sessions.jsonl's prompts"),
+        "{}",
+        stderr(&o)
+    );
+    let s: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let hit = s["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.6, "the trace implies 77.5 %: {hit}");
+}

@@ -377,16 +377,22 @@ struct Req {
     pb: u32,
 }
 
+/// The cache key of full block `i` of a `prompt`-token prompt whose blocks hold `blocks`,
+/// when another prompt can share it (`None`: the request's own).
+fn shared_key(blocks: &PromptBlocks, prompt: u32, i: u32) -> Option<BlockKey> {
+    match blocks {
+        PromptBlocks::Shared(p) if (i + 1) * BLOCK_SIZE <= p.tokens.min(prompt) => {
+            Some((p.key & !OWN, i))
+        }
+        PromptBlocks::Hashes(h) if (i as usize) < h.len() => Some((h[i as usize] & !OWN, i)),
+        _ => None,
+    }
+}
+
 impl Req {
     /// The cache key of full prompt block `i`.
     fn block_key(&self, i: u32) -> BlockKey {
-        match &self.blocks_of {
-            PromptBlocks::Shared(p) if (i + 1) * BLOCK_SIZE <= p.tokens.min(self.prompt) => {
-                (p.key & !OWN, i)
-            }
-            PromptBlocks::Hashes(h) if (i as usize) < h.len() => (h[i as usize] & !OWN, i),
-            _ => (self.id | OWN, i),
-        }
+        shared_key(&self.blocks_of, self.prompt, i).unwrap_or((self.id | OWN, i))
     }
 
     fn block_keys(&self, n: u32) -> Vec<BlockKey> {
@@ -642,6 +648,20 @@ impl Engine {
     /// Everything counted so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The full blocks from the start of a `prompt_tokens`-token prompt holding `blocks`
+    /// that this engine's prefix cache holds now (0 without prefix caching): what a
+    /// prefix-aware router asks each replica.
+    pub fn cached_blocks(&self, prompt_tokens: u32, blocks: &PromptBlocks) -> u32 {
+        if matches!(blocks, PromptBlocks::Own) || !self.pool.caches_prefixes() {
+            return 0;
+        }
+        let full = prompt_tokens / BLOCK_SIZE;
+        self.pool.hits(
+            (0..full).map_while(|i| shared_key(blocks, prompt_tokens, i)),
+            full,
+        )
     }
 
     /// The engine's clock: the end of the last step processed, or the last submission.

@@ -39,8 +39,9 @@
 //! assert!(two * 10 < one, "two replicas: {two}, one: {one}");
 //! ```
 
-use crate::engine::{Engine, EngineConfig, Event, EventKind, RequestSpec};
+use crate::engine::{Engine, EngineConfig, Event, EventKind, PromptBlocks, RequestSpec};
 use crate::kv::MemoryError;
+use crate::prompts::Prompt;
 use inferscale_catalog::vllm::EngineHistogram;
 use inferscale_rng::{Rng, mix};
 
@@ -53,7 +54,17 @@ pub enum Routing {
     Random,
     /// To the replica with the fewest requests queued or running (a load-aware gateway).
     LeastOutstanding,
+    /// To the replica whose prefix cache holds the most of the prompt, among those within
+    /// [`PREFIX_AWARE_SLACK`] requests of the least outstanding; ties to the least outstanding
+    /// (an inference gateway weighing prefix-cache hits against load, as llm-d's router
+    /// does).
+    PrefixAware,
 }
+
+/// How many more outstanding requests than the least loaded replica a prefix-aware router
+/// accepts for a cache hit: a conversation stays on its replica until that replica is this
+/// far behind the others.
+pub const PREFIX_AWARE_SLACK: u32 = 16;
 
 /// One replica of the fleet.
 #[derive(Debug, Clone)]
@@ -94,7 +105,7 @@ pub struct FleetEvent {
 }
 
 /// What [`drive`] reports, in time order.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Notice {
     /// An arrival at `t`, and where it went (`None`: no replica was ready).
     Arrived {
@@ -102,6 +113,8 @@ pub enum Notice {
         t: f64,
         /// The replica and the engine's id for the request.
         routed: Option<Routed>,
+        /// What was sent (a client that retries sends it again).
+        prompt: Prompt,
     },
     /// Something happened on an engine.
     Engine(FleetEvent),
@@ -365,6 +378,17 @@ impl Fleet {
     /// Routes a request arriving at `t` to a ready replica, or counts it as unrouted and
     /// returns `None` when none is ready.
     pub fn submit(&mut self, spec: RequestSpec, t: f64) -> Option<Routed> {
+        self.submit_with(spec, PromptBlocks::Own, t)
+    }
+
+    /// [`Fleet::submit`] with what the prompt's blocks hold (the replica's prefix cache
+    /// finds what earlier requests to it left).
+    pub fn submit_with(
+        &mut self,
+        spec: RequestSpec,
+        blocks: PromptBlocks,
+        t: f64,
+    ) -> Option<Routed> {
         self.now = self.now.max(t);
         if !self
             .serving_span
@@ -399,9 +423,31 @@ impl Fleet {
                 .copied()
                 .min_by_key(|&i| (replicas[i].outstanding(), replicas[i].id))
                 .unwrap_or(0),
+            Routing::PrefixAware => {
+                let least = self
+                    .serving
+                    .iter()
+                    .map(|&i| replicas[i].outstanding())
+                    .min()
+                    .unwrap_or(0);
+                self.serving
+                    .iter()
+                    .copied()
+                    .filter(|&i| replicas[i].outstanding() <= least + PREFIX_AWARE_SLACK)
+                    .max_by_key(|&i| {
+                        (
+                            replicas[i]
+                                .engine
+                                .cached_blocks(spec.prompt_tokens, &blocks),
+                            std::cmp::Reverse(replicas[i].outstanding()),
+                            std::cmp::Reverse(replicas[i].id),
+                        )
+                    })
+                    .unwrap_or(0)
+            }
         };
         let r = &mut self.replicas[pick];
-        let id = r.engine.submit(spec, t);
+        let id = r.engine.submit_with(spec, t, None, blocks);
         self.due[pick] = r.engine.next_event_time().unwrap_or(f64::INFINITY);
         Some(Routed { replica: r.id, id })
     }
@@ -523,13 +569,13 @@ impl<F: FnMut(f64, &mut Fleet)> Observer for Every<F> {
 }
 
 /// Runs `fleet` until `until`: `arrivals` (in time order; later ones than `until` are left
-/// unread) are routed as they come, observers run when due, and every arrival and engine
+/// unread; a [`RequestSpec`] or a [`Prompt`] each) are routed as they come, observers run when due, and every arrival and engine
 /// event goes to `notice`. Requests still running at `until` stay in the fleet; call again
 /// with a later `until` (and no arrivals) to let them finish. Returns how many arrivals were
 /// routed.
-pub fn drive(
+pub fn drive<P: Into<Prompt>>(
     fleet: &mut Fleet,
-    arrivals: impl IntoIterator<Item = (f64, RequestSpec)>,
+    arrivals: impl IntoIterator<Item = (f64, P)>,
     until: f64,
     observers: &mut [&mut dyn Observer],
     mut notice: impl FnMut(Notice),
@@ -560,14 +606,15 @@ pub fn drive(
             notice(Notice::Engine(e));
         }
         // Then the arrivals at this instant.
-        while let Some(&(at, spec)) = arrivals.peek() {
-            if at > t {
-                break;
-            }
-            arrivals.next();
-            let to = fleet.submit(spec, t);
+        while let Some((_, p)) = arrivals.next_if(|a| a.0 <= t) {
+            let prompt: Prompt = p.into();
+            let to = fleet.submit_with(prompt.spec, prompt.blocks.clone(), t);
             routed += u64::from(to.is_some());
-            notice(Notice::Arrived { t, routed: to });
+            notice(Notice::Arrived {
+                t,
+                routed: to,
+                prompt,
+            });
         }
         // Then the observers due.
         for o in observers.iter_mut() {
@@ -598,6 +645,59 @@ mod tests {
 
     fn eks() -> EngineConfig {
         profile("aws-eks-ministral-8b-l40s").unwrap_or_else(|| unreachable!())
+    }
+
+    #[test]
+    fn prefix_aware_routing_follows_the_cache_within_its_slack() {
+        let prompt = |tokens: u32, hashes: Vec<u64>| Prompt {
+            spec: RequestSpec {
+                prompt_tokens: tokens,
+                max_tokens: 4,
+                ignore_eos: true,
+            },
+            blocks: PromptBlocks::Hashes(hashes.into()),
+        };
+        let mut f = Fleet::new(eks(), 3, Routing::PrefixAware).unwrap_or_else(|_| unreachable!());
+        f.set_token_events(false);
+        // Thirty conversations' first turns (four blocks each), then their second turns,
+        // which repeat the first and add four blocks.
+        let first = |c: u64| prompt(64, (1..=4).map(|b| c * 100 + b).collect());
+        let second = |c: u64| prompt(128, (1..=8).map(|b| c * 100 + b).collect());
+        let arrivals: Vec<(f64, Prompt)> = (0..30)
+            .map(|c| (c as f64 * 0.5, first(c)))
+            .chain((0..30).map(|c| (30.0 + c as f64 * 0.5, second(c))))
+            .collect();
+        let mut went = Vec::new();
+        drive(&mut f, arrivals, 120.0, &mut [], |n| {
+            if let Notice::Arrived { routed, .. } = n {
+                went.push(routed.map(|r| r.replica));
+            }
+        });
+        let (firsts, seconds) = went.split_at(30);
+        assert_eq!(
+            firsts, seconds,
+            "each second turn goes where its first is cached"
+        );
+        let used: std::collections::HashSet<_> = firsts.iter().collect();
+        assert_eq!(
+            used.len(),
+            3,
+            "first turns spread (no cache: least outstanding)"
+        );
+        // Sixty requests with one prefix at once: the cache draws them to one replica only
+        // until it is the slack behind the others.
+        let mut f = Fleet::new(eks(), 3, Routing::PrefixAware).unwrap_or_else(|_| unreachable!());
+        f.set_token_events(false);
+        drive(&mut f, [(0.0, first(7))], 10.0, &mut [], |_| {});
+        let burst: Vec<(f64, Prompt)> = (0..60).map(|_| (10.0, second(7))).collect();
+        drive(&mut f, burst, 10.0, &mut [], |_| {});
+        let load: Vec<u32> = f.replicas().iter().map(Replica::outstanding).collect();
+        let (lo, hi) = (load.iter().min().copied(), load.iter().max().copied());
+        assert!(
+            hi.zip(lo)
+                .is_some_and(|(h, l)| h - l <= PREFIX_AWARE_SLACK + 1),
+            "{load:?}"
+        );
     }
 
     #[test]
@@ -673,7 +773,13 @@ mod tests {
         // Scale in: the newest drains, then leaves.
         f.scale_to(1, 60.0, 30.0).unwrap_or_else(|_| unreachable!());
         assert_eq!(f.desired(), 1);
-        drive(&mut f, std::iter::empty(), 120.0, &mut [], |_| {});
+        drive(
+            &mut f,
+            std::iter::empty::<(f64, RequestSpec)>(),
+            120.0,
+            &mut [],
+            |_| {},
+        );
         assert_eq!(f.replicas().len(), 1);
         assert_eq!(f.departed().len(), 1);
         assert_eq!(f.departed()[0].id, 1);

@@ -29,6 +29,7 @@ pub mod kv;
 pub mod model;
 pub mod names;
 mod profile;
+pub mod prompts;
 pub mod settings;
 pub mod stats;
 
@@ -38,4 +39,5 @@ pub use engine::{
 };
 pub use inferscale_rng::{Rng, mix};
 pub use profile::{PROFILES, Profile, profile};
+pub use prompts::{Prompt, PromptCycle};
 pub use settings::{Settings, SettingsError};

@@ -56,9 +56,15 @@ fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>
         let mut end = None;
         while end.is_none() {
             let next = fleet.next_event_time().unwrap();
-            drive(&mut fleet, [], next, &mut [], |n| {
-                end = end.or(n.finished().map(|f| f.2));
-            });
+            drive(
+                &mut fleet,
+                [] as [(f64, RequestSpec); 0],
+                next,
+                &mut [],
+                |n| {
+                    end = end.or(n.finished().map(|f| f.2));
+                },
+            );
         }
         let e = end.unwrap();
         warmup.push(e - t);
@@ -74,7 +80,7 @@ fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>
         let mut arrived: HashMap<u64, f64> = HashMap::new();
         let mut e2e = Vec::new();
         let mut latency = |n: Notice| match n {
-            Notice::Arrived { t, routed } => {
+            Notice::Arrived { t, routed, .. } => {
                 arrived.insert(routed.unwrap().id, t);
             }
             other => {
@@ -93,7 +99,13 @@ fn seeds_plan(rates: &[f64], step: f64, rest: f64) -> (Vec<f64>, Vec<StepResult>
         // Let the step's requests finish (they belong to the step).
         while fleet.next_event_time().is_some() {
             let next = fleet.next_event_time().unwrap();
-            drive(&mut fleet, [], next, &mut [], &mut latency);
+            drive(
+                &mut fleet,
+                [] as [(f64, RequestSpec); 0],
+                next,
+                &mut [],
+                &mut latency,
+            );
         }
         t = fleet.now().max(end);
         let completed = e2e.len();

@@ -683,6 +683,8 @@ fn setup(
         requests,
         timeout_s: num(c, "timeout_s")?.or(opts.timeout_s),
         prefix,
+        prompts: None,
+        sharing: None,
         warm,
         seed: 1,
     };

@@ -8,7 +8,8 @@ use std::collections::{BinaryHeap, HashMap};
 use inferscale_engine::kv::MemoryError;
 use inferscale_engine::stats::FinishReason;
 use inferscale_engine::{
-    Engine, EngineConfig, Event, EventKind, Prefix, RequestSpec, Rng, Warmup, mix,
+    Engine, EngineConfig, Event, EventKind, Prefix, Prompt, PromptBlocks, PromptCycle, RequestSpec,
+    Rng, Warmup, mix,
 };
 
 use crate::workload::{Load, SharedPrefix, Workload};
@@ -47,6 +48,8 @@ pub struct Trace {
     pub kv_blocks: u32,
     /// Preemptions in all.
     pub preemptions: u64,
+    /// Prompt tokens looked up in the prefix cache, and found (vLLM's counters).
+    pub prefix_cache: (u64, u64),
     /// When the last request ended.
     pub end: f64,
 }
@@ -125,6 +128,8 @@ struct Requests<'w> {
     groups: Rng,
     /// A pool's prompts keep their length each time they are sent.
     pool: Vec<RequestSpec>,
+    /// The workload's own prompts, when it has them.
+    prompts: Option<PromptCycle>,
     sent: u64,
 }
 
@@ -147,11 +152,23 @@ impl<'w> Requests<'w> {
             lengths,
             groups,
             pool,
+            prompts: w.prompts.clone(),
             sent: 0,
         }
     }
 
-    fn next(&mut self) -> (RequestSpec, Option<Prefix>) {
+    fn next(&mut self) -> Prompt {
+        if let Some(p) = &mut self.prompts {
+            return p.next_prompt();
+        }
+        let (spec, prefix) = self.drawn();
+        Prompt {
+            spec,
+            blocks: prefix.map_or(PromptBlocks::Own, PromptBlocks::Shared),
+        }
+    }
+
+    fn drawn(&mut self) -> (RequestSpec, Option<Prefix>) {
         let n = self.sent;
         self.sent += 1;
         if !self.pool.is_empty() {
@@ -195,10 +212,8 @@ struct Replica<'w> {
 impl Replica<'_> {
     /// Sends the next request at `t`.
     fn submit(&mut self, t: f64) {
-        let id = match self.requests.next() {
-            (spec, Some(p)) => self.engine.submit_shared(spec, p, t),
-            (spec, None) => self.engine.submit(spec, t),
-        };
+        let p = self.requests.next();
+        let id = self.engine.submit_with(p.spec, t, None, p.blocks);
         self.sent_at.insert(id, t);
         if let Some(to) = self.timeout {
             self.deadlines.push(Reverse(((t + to).to_bits(), id)));
@@ -323,6 +338,8 @@ pub fn simulate(cfg: &EngineConfig, w: &Workload) -> Result<Trace, MemoryError> 
     } else {
         0.0
     };
-    trace.preemptions = r.engine.stats().preemptions;
+    let st = r.engine.stats();
+    trace.preemptions = st.preemptions;
+    trace.prefix_cache = (st.prefix_cache_queries, st.prefix_cache_hits);
     Ok(trace)
 }

@@ -88,6 +88,8 @@ pub struct Summary {
     pub first_e2e_s: Option<f64>,
     /// The largest time to first token (a static batch's whole prefill).
     pub ttft_max_s: Option<f64>,
+    /// The share of prompt tokens found in the prefix cache (`None`: none looked up).
+    pub prefix_cache_hit_rate: Option<f64>,
 }
 
 impl Summary {
@@ -151,6 +153,8 @@ impl Summary {
             kv_max: trace.kv_max,
             preemptions: trace.preemptions,
             first_e2e_s: first,
+            prefix_cache_hit_rate: (trace.prefix_cache.0 > 0)
+                .then(|| trace.prefix_cache.1 as f64 / trace.prefix_cache.0 as f64),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What is sent: request lengths, how they arrive, for how long, and what the client does
 //! with a slow one.
 
-use inferscale_engine::Rng;
+use inferscale_engine::{PromptCycle, Rng};
 use serde::Serialize;
 
 /// A length distribution, in tokens.
@@ -174,6 +174,14 @@ pub struct Workload {
     pub timeout_s: Option<f64>,
     /// Shared prompt prefixes.
     pub prefix: Option<SharedPrefix>,
+    /// The prompts sent in turn instead of drawn lengths (a workload shape's, a request
+    /// trace's), with what their blocks share; `prefix`, `input` and `output` then describe
+    /// nothing sent.
+    #[serde(skip)]
+    pub prompts: Option<PromptCycle>,
+    /// Those prompts in words (`shared-prefix prompts (multi-turn:6)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<String>,
     /// Whether the server was warmed up first (a benchmark's usual case); `false` makes the
     /// first requests pay the first-use costs.
     pub warm: bool,
@@ -192,6 +200,8 @@ impl Workload {
             requests: None,
             timeout_s: None,
             prefix: None,
+            prompts: None,
+            sharing: None,
             warm: true,
             seed: 1,
         }

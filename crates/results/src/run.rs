@@ -400,6 +400,18 @@ pub struct Simulated {
     /// Whether it held its clock ([`ClockLag::held`]; absent when not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_held: Option<bool>,
+    /// Whether its prefix cache was on (vLLM's default; absent: on).
+    #[serde(default = "on", skip_serializing_if = "is_on")]
+    pub prefix_caching: bool,
+}
+
+fn on() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_on(b: &bool) -> bool {
+    *b
 }
 
 impl Simulated {

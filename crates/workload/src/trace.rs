@@ -69,6 +69,30 @@ impl Turn {
         self.spans.iter().map(|s| s.tokens).sum()
     }
 
+    /// Each full `block`-token block of the prompt, as an engine's prefix cache keys it: a
+    /// hash of the block's content (the spans and the offsets in them it covers) chained
+    /// onto the block before, so two prompts' blocks are equal exactly as far as their text
+    /// is. A partial last block has none (an engine caches full blocks only).
+    pub fn block_hashes(&self, block: u32) -> Vec<u64> {
+        let block = block.max(1);
+        let mut out = Vec::with_capacity((self.prompt_tokens() / block) as usize);
+        let (mut h, mut filled) = (0x000B_10C4_u64, 0u32);
+        for span in &self.spans {
+            let mut from = 0;
+            while from < span.tokens {
+                let take = (block - filled).min(span.tokens - from);
+                h = mix(&[h, span.id, u64::from(from), u64::from(take)]);
+                filled += take;
+                from += take;
+                if filled == block {
+                    out.push(h);
+                    filled = 0;
+                }
+            }
+        }
+        out
+    }
+
     /// The prompt's text (see the module documentation).
     pub fn text(&self) -> String {
         let mut s = String::with_capacity(self.prompt_tokens() as usize * 6);
@@ -504,6 +528,33 @@ pub fn shaped(shape: Shape, n: usize, length: Length, output: Length, seed: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_hashes_are_equal_exactly_as_far_as_the_prompts_agree() {
+        let turn = |spans: &[(u64, u32)]| Turn {
+            at_s: 0.0,
+            session: None,
+            think_s: None,
+            output: 1,
+            spans: spans
+                .iter()
+                .map(|&(id, tokens)| Span { id, tokens })
+                .collect(),
+        };
+        // A 40-token shared span, then each prompt's own.
+        let a = turn(&[(1, 40), (2, 30)]).block_hashes(16);
+        let b = turn(&[(1, 40), (3, 30)]).block_hashes(16);
+        assert_eq!(a.len(), 4, "70 tokens: four full blocks");
+        assert_eq!(a[..2], b[..2], "the first 32 tokens are the shared span's");
+        assert_ne!(
+            a[2], b[2],
+            "block 3 mixes the shared span's end with each own part"
+        );
+        // The same tokens split differently are a different prompt to this rule only when
+        // the spans differ: a repeat is equal throughout.
+        assert_eq!(a, turn(&[(1, 40), (2, 30)]).block_hashes(16));
+        assert!(turn(&[(1, 15)]).block_hashes(16).is_empty());
+    }
 
     #[test]
     fn a_trace_is_read_liberally_and_checked_strictly() {

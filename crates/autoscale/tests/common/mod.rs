@@ -27,6 +27,7 @@ pub(crate) fn setup(duration_s: f64) -> Setup {
             max_tokens: 100,
             ignore_eos: true,
         },
+        prompts: None,
         routing: Routing::Random,
         initial_replicas: 1,
         duration_s,

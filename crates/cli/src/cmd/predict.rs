@@ -7,11 +7,13 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use inferscale_catalog::units::format_seconds;
 use inferscale_engine::hardware::{GpuSpec, builtin_gpus, find_gpu};
 use inferscale_engine::model::{ModelSpec, WeightDtype};
-use inferscale_engine::{EngineConfig, Settings};
+use inferscale_engine::{EngineConfig, PromptCycle, Settings};
+use inferscale_loadgen::trace::{Length, Shape};
 use inferscale_predict::capacity::{Plan, plan, saturation_rps};
 use inferscale_predict::summary::Stats;
 use inferscale_predict::workload::{Dist, Load, SharedPrefix, Workload};
 use inferscale_predict::{Summary, predict};
+use inferscale_results::plan::PromptSource;
 
 use crate::cli::{ArrivalsArg, PredictArgs};
 use crate::exit;
@@ -70,6 +72,59 @@ fn settings(args: &PredictArgs) -> Result<Settings> {
     })
 }
 
+/// The prompts of `--shape` or `--trace`, in words, and a trace's mean rate and length
+/// (its default load).
+struct Sharing {
+    cycle: PromptCycle,
+    about: String,
+    trace_rate: Option<(f64, f64)>,
+}
+
+fn sharing(args: &PredictArgs) -> Result<Option<Sharing>> {
+    if let Some(spec) = &args.shape {
+        let shape = Shape::parse(spec).map_err(|e| anyhow!("--shape {spec:?}: {e}"))?;
+        let whole = |v: f64, flag: &str| -> Result<u32> {
+            (v.fract() == 0.0 && (1.0..=1e6).contains(&v))
+                .then_some(v as u32)
+                .ok_or_else(|| anyhow!("{flag} {v}: with --shape, a whole number of tokens"))
+        };
+        let length = Length::Fixed {
+            tokens: whole(args.input, "--input")?,
+        };
+        let output = Length::Fixed {
+            tokens: whole(args.output, "--output")?,
+        };
+        return Ok(Some(Sharing {
+            cycle: crate::job::prompts::of_shape(shape, length, output, 1),
+            about: PromptSource::Shared { shape, length }.describe(),
+            trace_rate: None,
+        }));
+    }
+    let Some(path) = &args.trace else {
+        return Ok(None);
+    };
+    let turns = crate::job::prompts::read_turns(path)?;
+    let n = turns.len();
+    let span = inferscale_loadgen::trace::span_s(&turns);
+    // A trace's own window ends one mean gap after its last request, as its replay's does.
+    let length = if n > 1 {
+        span * n as f64 / (n - 1) as f64
+    } else {
+        1.0
+    };
+    let cycle = crate::job::prompts::of_turns(&turns)
+        .ok_or_else(|| anyhow!("{}: no requests", path.display()))?;
+    Ok(Some(Sharing {
+        cycle,
+        about: format!("trace {}'s prompts ({n} requests)", path.display()),
+        // Rounded as a rate is written: 1.007 req/s.
+        trace_rate: Some((
+            (n as f64 / length.max(1e-3) * 1000.0).round().max(1.0) / 1000.0,
+            length,
+        )),
+    }))
+}
+
 /// The loads asked for: one, or one per client count of a concurrency sweep.
 fn loads(args: &PredictArgs) -> Result<Vec<Load>> {
     if let Some(c) = args.concurrency.iter().find(|c| **c == 0) {
@@ -102,8 +157,28 @@ fn loads(args: &PredictArgs) -> Result<Vec<Load>> {
 
 /// The workload of each load.
 fn workloads(args: &PredictArgs) -> Result<Vec<Workload>> {
-    let w = workload(args, Load::Sequential)?;
-    Ok(loads(args)?
+    let mut w = workload(args, Load::Sequential)?;
+    let sharing = sharing(args)?;
+    let given = args.rps.is_some()
+        || !args.concurrency.is_empty()
+        || args.offline.is_some()
+        || args.sequential.is_some();
+    let loads = match sharing.as_ref().and_then(|s| s.trace_rate) {
+        Some((rps, length)) if !given => {
+            w.duration_s = length;
+            vec![Load::Rate { rps, poisson: true }]
+        }
+        _ => loads(args)?,
+    };
+    if let Some(s) = sharing {
+        // What is sent: the prompts' own lengths, on average.
+        let (input, output) = s.cycle.mean_lengths();
+        w.input = Dist::Mean { mean: input };
+        w.output = Dist::Mean { mean: output };
+        w.prompts = Some(s.cycle);
+        w.sharing = Some(s.about);
+    }
+    Ok(loads
         .into_iter()
         .map(|load| {
             let requests = match load {
@@ -164,6 +239,8 @@ fn workload(args: &PredictArgs, load: Load) -> Result<Workload> {
         requests: args.sequential.or(args.offline).map(u64::from),
         timeout_s: args.timeout.map(|d| d.as_secs_f64()),
         prefix,
+        prompts: None,
+        sharing: None,
         warm: !args.cold,
         seed: 1,
     })
@@ -174,12 +251,22 @@ fn engine(
     model: &ModelSpec,
     s: &Settings,
     args: &PredictArgs,
+    w: &Workload,
 ) -> Result<EngineConfig> {
     let mut cfg = EngineConfig::new(gpu.clone(), model.clone());
     s.apply(&mut cfg)?;
     cfg.prefix_caching = !args.no_prefix_caching;
-    // A request of the mean lengths, rounded up.
-    let longest = (args.input.ceil() + args.output.ceil()) as u32;
+    // A request of the mean lengths, rounded up; a shape's or a trace's longest.
+    let (longest, what) = match &w.prompts {
+        Some(p) => (
+            p.longest(),
+            "the longest prompt and answer of --shape or --trace",
+        ),
+        None => (
+            (args.input.ceil() + args.output.ceil()) as u32,
+            "--input + --output",
+        ),
+    };
     if args.max_model_len.is_none() {
         cfg.max_model_len = cfg
             .max_model_len
@@ -188,7 +275,7 @@ fn engine(
     }
     if longest > cfg.max_model_len {
         bail!(
-            "a request of {longest} tokens (--input + --output) exceeds --max-model-len {}",
+            "a request of {longest} tokens ({what}) exceeds --max-model-len {}",
             cfg.max_model_len
         );
     }
@@ -251,8 +338,15 @@ fn describe(cfg: &EngineConfig, w: &Workload) -> String {
         Load::Offline { requests } => format!("{requests} requests at once"),
         Load::Sequential => "one request at a time".to_owned(),
     };
+    let lengths = match (&w.prompts, &w.sharing) {
+        (Some(p), Some(about)) => {
+            let (i, o) = p.mean_lengths();
+            format!("{about}, {i:.0} → {o:.0} tokens on average")
+        }
+        _ => format!("{:.0} → {} tokens", w.input.mean(), w.output.max()),
+    };
     format!(
-        "{} ({}) on {}× {}: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, KV cache {} blocks ({} tokens){}\nworkload: {:.0} → {} tokens, {load}\n",
+        "{} ({}) on {}× {}: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, KV cache {} blocks ({} tokens){}\nworkload: {lengths}, {load}\n",
         cfg.model.name,
         cfg.dtype.name(),
         cfg.tensor_parallel_size,
@@ -263,8 +357,6 @@ fn describe(cfg: &EngineConfig, w: &Workload) -> String {
         plan.as_ref().map_or(0, |p| p.num_blocks),
         plan.as_ref().map_or(0, |p| p.kv_tokens()),
         if cfg.enforce_eager { ", eager" } else { "" },
-        w.input.mean(),
-        w.output.max(),
     )
 }
 
@@ -286,12 +378,18 @@ fn summary_text(s: &Summary, saturation: Option<f64>) -> String {
     row(&mut out, "E2E", &s.e2e);
     let _ = writeln!(
         out,
-        "  queue max {}, mean {:.1}; KV cache up to {:.0} % of {} blocks; {} preemptions",
+        "  queue max {}, mean {:.1}; KV cache up to {:.0} % of {} blocks; {} preemptions{}",
         s.queue_max,
         s.queue_mean,
         s.kv_max * 100.0,
         s.kv_blocks,
-        s.preemptions
+        s.preemptions,
+        s.prefix_cache_hit_rate
+            .filter(|r| *r > 0.0)
+            .map_or(String::new(), |r| format!(
+                "; prefix cache hit {:.1} % of prompt tokens",
+                r * 100.0
+            ))
     );
     if let Some(r) = saturation {
         let _ = writeln!(
@@ -345,7 +443,7 @@ pub(crate) fn run(args: &PredictArgs) -> Result<ExitCode> {
     }
     let cfgs: Vec<EngineConfig> = gpus
         .iter()
-        .map(|g| engine(g, &model, &s, args))
+        .map(|g| engine(g, &model, &s, args, &w))
         .collect::<Result<_>>()?;
     if let Some(slo) = args.target_p95_e2e {
         let target = args.rps.unwrap_or_default();

@@ -17,6 +17,7 @@ use inferscale_sim::FleetExporters;
 
 use crate::cli::{RehearseArgs, RoutingArg};
 use crate::job::manifests::read_thresholds;
+use crate::job::prompts::Prompts;
 use crate::job::rehearse::{
     details, read_rules, read_scaledobject, read_trace, table, timeline_csv,
 };
@@ -84,13 +85,34 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     let replica = crate::job::replica::resolve(&a.replica, thresholds.as_ref())?;
     eprintln!("replicas: {}", replica.about);
     let engine = replica.engine;
-    let (traffic, warm, duration_s) = traffic_of(a)?;
+    let (traffic, warm, duration_s, own) = traffic_of(a)?;
     let model_name = a
         .model_name
         .clone()
         .or_else(|| thresholds.as_ref().map(|t| t.source.model.clone()))
         .unwrap_or_else(|| engine.model.hf_id.clone());
-    let setup = setup_of(a, thresholds.as_ref(), engine, warm, duration_s)?;
+    let mut setup = setup_of(a, thresholds.as_ref(), engine, warm, duration_s)?;
+    let prompts = if a.sharing.shape.is_none() && !a.sharing.unique_prompts && own.is_some() {
+        own
+    } else {
+        crate::job::prompts::chosen(
+            a.sharing.shape.as_deref(),
+            a.sharing.unique_prompts,
+            a.prompt_tokens,
+            setup.request.max_tokens,
+            thresholds.as_ref(),
+            a.seed,
+        )?
+    };
+    if let Some(p) = prompts {
+        let (input, output) = p.cycle.mean_lengths();
+        eprintln!(
+            "prompts: {} ({} a pass, {input:.0} prompt and {output:.0} output tokens on average)",
+            p.about,
+            p.cycle.len()
+        );
+        setup.prompts = Some(p.cycle);
+    }
     let c = &setup.cluster;
     let startup =
         c.node_provisioning.mean() + c.image_pull.mean() + c.model_load.mean() + c.warmup.mean();
@@ -148,14 +170,17 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
 }
 
 /// The traffic the flags give, warmed by `--warm-in`, and how long to rehearse it: the
-/// traffic, the warm-up and the duration, seconds.
-fn traffic_of(a: &RehearseArgs) -> Result<(Traffic, f64, f64)> {
-    let traffic = match (&a.trace, &a.pattern) {
+/// traffic, the warm-up and the duration, seconds, and a request trace's own prompts.
+fn traffic_of(a: &RehearseArgs) -> Result<(Traffic, f64, f64, Option<Prompts>)> {
+    let (traffic, own) = match (&a.trace, &a.pattern) {
         (Some(p), _) => read_trace(p)?,
-        (None, Some(spec)) => Traffic::pattern(spec, |d| {
-            inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
-        })
-        .map_err(|e| anyhow!("--pattern: {e}"))?,
+        (None, Some(spec)) => (
+            Traffic::pattern(spec, |d| {
+                inferscale_catalog::units::parse_duration(d).map(|d| d.as_secs_f64())
+            })
+            .map_err(|e| anyhow!("--pattern: {e}"))?,
+            None,
+        ),
         (None, None) => bail!("give the traffic: --trace FILE or --pattern SPEC"),
     };
     let warm = a.warm_in.map_or(0.0, secs);
@@ -170,7 +195,7 @@ fn traffic_of(a: &RehearseArgs) -> Result<(Traffic, f64, f64)> {
     if duration_s <= 0.0 || duration_s > 31.0 * 86400.0 {
         bail!("--duration {duration_s} s: expected more than 0 s and at most 31 days");
     }
-    Ok((traffic, warm, duration_s))
+    Ok((traffic, warm, duration_s, own))
 }
 
 /// The rehearsal's setup from the flags, the thresholds (the request's shape, the SLO) and
@@ -192,10 +217,12 @@ fn setup_of(
     };
     let setup = Setup {
         request: crate::job::replica::request(a.prompt_tokens, a.max_tokens, thresholds),
+        prompts: None,
         routing: match a.routing {
             RoutingArg::Random => Routing::Random,
             RoutingArg::RoundRobin => Routing::RoundRobin,
             RoutingArg::LeastOutstanding => Routing::LeastOutstanding,
+            RoutingArg::PrefixAware => Routing::PrefixAware,
         },
         initial_replicas: a.initial_replicas,
         duration_s,

@@ -238,6 +238,14 @@ fn tune_for_run(
         held_out: None,
         seed: 1,
         gateway: a.cluster.gateway,
+        prompts: crate::job::prompts::chosen(
+            None,
+            false,
+            None,
+            crate::job::replica::request(None, None, Some(t)).max_tokens,
+            Some(t),
+            1,
+        )?,
     })
 }
 
@@ -362,6 +370,7 @@ fn measure(a: &RunArgs, plan: ResolvedPlan, speedup: f64) -> Result<(RunReport, 
                 speedup,
                 clock_lag: None,
                 clock_held: None,
+                prefix_caching: !a.no_prefix_caching,
             });
             resolved.max_num_seqs = Some(cfg.engine.max_num_seqs);
             resolved.sim_lag = embedded.as_ref().map(|e| e.lag.clone());
@@ -480,7 +489,15 @@ fn rehearse(
     );
     let o = crate::job::manifests::options(t, &a.cluster)?;
     let unit = g.tuned.as_ref().map(|r| r.capacity_rps);
-    match standard(t, &o, dir, replica, &a.out, unit) {
+    match standard(
+        t,
+        &o,
+        dir,
+        replica,
+        &a.out,
+        unit,
+        crate::job::replica::routing(a.cluster.gateway),
+    ) {
         Ok(v) => {
             let page = inferscale_report::html::render_with(report, &written.analysis, &v.html);
             write_all(&[(written.report.clone(), page.into_bytes())]).after_start()?;

@@ -12,7 +12,9 @@ use crate::job::replica::{client, resolve};
 use crate::job::tune::{Ask, run as tune, text};
 use crate::output::{check_writable, emit, write_all};
 
-fn traces(paths: &[std::path::PathBuf]) -> Result<Vec<Trace>> {
+/// The traces of `paths`; a request trace sends its own prompts unless `own_prompts` is
+/// false (`--shape` or `--unique-prompts` said otherwise).
+fn traces(paths: &[std::path::PathBuf], own_prompts: bool) -> Result<Vec<Trace>> {
     paths
         .iter()
         .map(|p| {
@@ -20,7 +22,12 @@ fn traces(paths: &[std::path::PathBuf]) -> Result<Vec<Trace>> {
                 || p.display().to_string(),
                 |s| s.to_string_lossy().into_owned(),
             );
-            Ok(Trace::from_traffic(&name, read_trace(p)?))
+            let (traffic, prompts) = read_trace(p)?;
+            let mut trace = Trace::from_traffic(&name, traffic);
+            if own_prompts {
+                trace.prompts = prompts.map(|p| p.cycle);
+            }
+            Ok(trace)
         })
         .collect()
 }
@@ -34,24 +41,34 @@ pub(crate) fn run(a: &TuneArgs) -> Result<ExitCode> {
             a.attainment
         ));
     }
+    let replica = resolve(&a.replica, Some(&t))?;
+    let own = a.sharing.shape.is_none() && !a.sharing.unique_prompts;
+    let suite = (!a.trace.is_empty())
+        .then(|| traces(&a.trace, own))
+        .transpose()?;
+    let held_out = if a.no_held_out {
+        Some(Vec::new())
+    } else if !a.held_out.is_empty() {
+        Some(traces(&a.held_out, own)?)
+    } else {
+        None
+    };
+    let o = options(&t, &a.cluster)?;
+    let prompts = crate::job::prompts::chosen(
+        a.sharing.shape.as_deref(),
+        a.sharing.unique_prompts,
+        a.prompt_tokens,
+        crate::job::replica::request(None, None, Some(&t)).max_tokens,
+        Some(&t),
+        a.seed,
+    )?;
+    // Every input is read and checked before the output folder is made.
     let files = ["thresholds.json", "tune.json", "tune.html"].map(|f| a.out.join(f));
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create the output folder {}", a.out.display()))?;
     for f in &files {
         check_writable(f)?;
     }
-    let replica = resolve(&a.replica, Some(&t))?;
-    let suite = (!a.trace.is_empty())
-        .then(|| traces(&a.trace))
-        .transpose()?;
-    let held_out = if a.no_held_out {
-        Some(Vec::new())
-    } else if !a.held_out.is_empty() {
-        Some(traces(&a.held_out)?)
-    } else {
-        None
-    };
-    let o = options(&t, &a.cluster)?;
     let (report, policy) = tune(Ask {
         thresholds: &t,
         options: o.clone(),
@@ -64,6 +81,7 @@ pub(crate) fn run(a: &TuneArgs) -> Result<ExitCode> {
         held_out,
         seed: a.seed,
         gateway: a.cluster.gateway,
+        prompts,
     })?;
     let mut tuned = t.clone();
     if let Some(p) = &policy {

@@ -4,6 +4,7 @@
 pub(crate) mod analysis;
 pub(crate) mod load;
 pub(crate) mod manifests;
+pub(crate) mod prompts;
 pub(crate) mod rehearse;
 pub(crate) mod replica;
 pub(crate) mod server_view;

@@ -214,8 +214,18 @@ pub(crate) fn details(label: &str, o: &Outcome) -> String {
     let m = &o.summary;
     let _ = writeln!(
         s,
-        "{label}: {} requests, {} within the {} s SLO, {} refused (no ready pod); final replicas {}",
-        m.requests, m.within_slo, m.slo_e2e_s, m.unrouted, m.final_replicas
+        "{label}: {} requests, {} within the {} s SLO, {} refused (no ready pod); final replicas {}{}",
+        m.requests,
+        m.within_slo,
+        m.slo_e2e_s,
+        m.unrouted,
+        m.final_replicas,
+        m.prefix_cache_hit_rate
+            .filter(|r| *r > 0.0)
+            .map_or(String::new(), |r| format!(
+                "; the prefix caches found {:.1} % of prompt tokens",
+                r * 100.0
+            ))
     );
     const SHOWN: usize = 12;
     let mut events: Vec<String> = o
@@ -313,8 +323,15 @@ pub(crate) fn timeline_csv(outcomes: &[(String, Outcome)]) -> String {
 const TRACE_BIN_S: f64 = 10.0;
 
 /// Reads a trace file: `time_s,rps` rows, or a request trace in Mooncake's JSONL (the one
-/// `load --trace` replays), whose arrivals become a rate per 10-second bin.
-pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::Traffic> {
+/// `load --trace` replays), whose arrivals become a rate per 10-second bin and whose
+/// requests are the prompts sent (in order, again as new users when the rehearsal needs
+/// more).
+pub(crate) fn read_trace(
+    path: &Path,
+) -> Result<(
+    inferscale_autoscale::traffic::Traffic,
+    Option<crate::job::prompts::Prompts>,
+)> {
     let requests = path.extension().is_some_and(|e| e == "jsonl");
     let text = read_text(
         path,
@@ -324,14 +341,23 @@ pub(crate) fn read_trace(path: &Path) -> Result<inferscale_autoscale::traffic::T
     if requests || text.trim_start().starts_with('{') {
         let turns = inferscale_loadgen::trace::parse_mooncake(&text, &path.display().to_string())?;
         let rows = inferscale_loadgen::trace::rate_series(&turns, TRACE_BIN_S);
-        return Ok(inferscale_autoscale::traffic::Traffic::steps(&rows));
+        let prompts =
+            crate::job::prompts::of_turns(&turns).map(|cycle| crate::job::prompts::Prompts {
+                cycle,
+                about: format!("trace {}'s prompts", path.display()),
+            });
+        return Ok((
+            inferscale_autoscale::traffic::Traffic::steps(&rows),
+            prompts,
+        ));
     }
-    inferscale_autoscale::traffic::Traffic::from_csv(&text).with_context(|| {
+    let traffic = inferscale_autoscale::traffic::Traffic::from_csv(&text).with_context(|| {
         format!(
             "{}: not a trace of time_s,rps (or a request trace in Mooncake's JSONL)",
             path.display()
         )
-    })
+    })?;
+    Ok((traffic, None))
 }
 
 /// Sets apart the start-up transients of a rehearsal of `traffic` (see
@@ -359,6 +385,26 @@ pub(crate) fn set_apart(
     out.set_apart(&windows, from_s);
 }
 
+/// What the replicas' prefix caches found in a rehearsal of prompts that share, and why a
+/// fleet finds less than one replica did.
+fn cache_line(out: &Outcome, routing: Routing) -> String {
+    let Some(rate) = out.summary.prefix_cache_hit_rate else {
+        return String::new();
+    };
+    let why = match routing {
+        Routing::PrefixAware => {
+            "routed as an inference gateway does, to the replica holding most of each prompt"
+        }
+        _ => {
+            "routed at random, as a Service does: a conversation's turns land on replicas that have not seen its history, so a fleet finds less than one replica did; an inference gateway's prefix-aware routing keeps them together (--gateway rehearses it)"
+        }
+    };
+    format!(
+        "  the replicas' prefix caches found {:.1} % of prompt tokens ({why})\n",
+        rate * 100.0
+    )
+}
+
 /// `--node-provisioning`'s default: Karpenter launching a GPU instance and the node joining.
 pub(crate) const NODE_PROVISIONING: &str = "60s±15s";
 /// `--image-pull`'s default: a vLLM image (about 10 GB) on a node that has not pulled it.
@@ -384,7 +430,8 @@ pub(crate) struct Verdict {
 /// up, and an empty node goes after the NodePool's `consolidateAfter`.
 ///
 /// `capacity` is a replica's (the tuning's unit when it ran: the capacity at the SLO for a
-/// run that never saturated its server), else the thresholds'.
+/// run that never saturated its server), else the thresholds'. `routing` is the Service's
+/// (or the gateway's).
 pub(crate) fn standard(
     t: &Thresholds,
     o: &inferscale_manifests::Options,
@@ -392,6 +439,7 @@ pub(crate) fn standard(
     replica: &crate::job::replica::Replica,
     out: &Path,
     capacity: Option<f64>,
+    routing: Routing,
 ) -> Result<Verdict> {
     let model_name = o.model_name.as_str();
     let generated = read_scaledobject(&dir.join("scaledobject.yaml"))?;
@@ -406,6 +454,9 @@ pub(crate) fn standard(
     );
     let traffic = Traffic::steps(&[(0.0, low), (600.0, high), (1800.0, low)]);
     let startup = f64::from(o.cold_start_s);
+    let request = crate::job::replica::request(None, None, Some(t));
+    // The prompts the run was measured with, when they shared prefixes.
+    let prompts = crate::job::prompts::chosen(None, false, None, request.max_tokens, Some(t), 1)?;
     let mut objects = vec![(
         "scaledobject.yaml (generated)".to_owned(),
         generated,
@@ -422,8 +473,9 @@ pub(crate) fn standard(
     for (label, keda, opts) in objects {
         let initial = keda.hpa.min.max(1);
         let setup = Setup {
-            request: crate::job::replica::request(None, None, Some(t)),
-            routing: Routing::Random,
+            request,
+            prompts: prompts.as_ref().map(|p| p.cycle.clone()),
+            routing,
             initial_replicas: initial,
             duration_s: 4800.0,
             seed: 1,
@@ -448,14 +500,20 @@ pub(crate) fn standard(
         set_apart(&mut out, &traffic, startup, capacity, 0.0);
         labelled.push((label, out));
     }
-    let shape =
+    let mut shape =
         format!("{low} → {high} → {low} req/s (0.5×, 2.5×, 0.5× a replica's {capacity:.1} req/s)");
+    if let Some(p) = &prompts {
+        shape.push_str(&format!(", {}", p.about));
+    }
     let mut text = format!(
         "rehearsal ({}; {shape}; clients give up after 600 s and retry twice, as the OpenAI SDKs do; the generated alerts evaluated):\n",
         replica.about
     );
     for (label, out) in &labelled {
         text.push_str(&verdict_line(label, out));
+    }
+    if let (Some(_), Some((_, out))) = (&prompts, labelled.first()) {
+        text.push_str(&cache_line(out, routing));
     }
     let page = inferscale_report::rehearsal::render(&labelled, model_name);
     let summaries: Vec<serde_json::Value> = labelled

@@ -85,13 +85,20 @@ pub(crate) fn resolve(a: &ReplicaArgs, t: Option<&Thresholds>) -> Result<Replica
         Some(t) if a.measured_replica => fitted(t),
         None if a.measured_replica => bail!("--measured-replica needs --thresholds"),
         Some(t) => match measured_profile(t) {
-            Some(p) => Ok(Replica {
-                engine: profile_engine(&p)?,
-                about: format!(
-                    "the simulator profile {p} (the one the thresholds were measured on)"
-                ),
-                profile: Some(p),
-            }),
+            Some(p) => {
+                let mut engine = profile_engine(&p)?;
+                // As measured: `run --no-prefix-caching` rehearses replicas without it.
+                let cached = t.source.simulated.as_ref().is_none_or(|s| s.prefix_caching);
+                engine.prefix_caching &= cached;
+                Ok(Replica {
+                    engine,
+                    about: format!(
+                        "the simulator profile {p} (the one the thresholds were measured on{})",
+                        if cached { "" } else { ", prefix caching off" }
+                    ),
+                    profile: Some(p),
+                })
+            }
             None => fitted(t),
         },
         None => Ok(Replica {
@@ -125,6 +132,17 @@ pub(crate) fn request(
             .unwrap_or(100)
             .max(1),
         ignore_eos: true,
+    }
+}
+
+/// How requests reach the replicas: through an inference gateway (llm-d's router, which
+/// scores replicas by the prompt's prefix-cache hits against their load), else a Service
+/// (kube-proxy's random choice).
+pub(crate) fn routing(gateway: bool) -> inferscale_engine::fleet::Routing {
+    if gateway {
+        inferscale_engine::fleet::Routing::PrefixAware
+    } else {
+        inferscale_engine::fleet::Routing::Random
     }
 }
 

@@ -12,7 +12,6 @@ use inferscale_autoscale::tune::{
     Evaluated, Trace, TraceResult, TuneReport, TuneSetup, builtin_held_out, builtin_suite,
     capacity_at_slo, tune,
 };
-use inferscale_engine::fleet::Routing;
 use inferscale_manifests::Options;
 use inferscale_sim::FleetExporters;
 
@@ -42,6 +41,9 @@ pub(crate) struct Ask<'a> {
     pub(crate) seed: u64,
     /// The deployment sits behind an inference gateway: its signals are candidates too.
     pub(crate) gateway: bool,
+    /// The prompts, when they share prefixes (`None`: unique); a request trace's own
+    /// prompts go with it.
+    pub(crate) prompts: Option<crate::job::prompts::Prompts>,
 }
 
 /// Runs the tuning, its progress on standard error.
@@ -70,7 +72,8 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
     o.policy = None;
     let mut base = Setup {
         request: request(None, None, Some(t)),
-        routing: Routing::Random,
+        prompts: ask.prompts.as_ref().map(|p| p.cycle.clone()),
+        routing: crate::job::replica::routing(ask.gateway),
         initial_replicas: 1,
         duration_s: 3600.0,
         seed: ask.seed,
@@ -86,6 +89,13 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
         judge_from_s: 0.0,
         engine: engine.clone(),
     };
+    if let Some(p) = &ask.prompts {
+        eprintln!(
+            "tune: the replicas are sent {} ({} a pass), their prefix caches finding what they share",
+            p.about,
+            p.cycle.len()
+        );
+    }
     eprintln!(
         "tune: capacity at the SLO: the highest steady rate one replica serves with {:.1} % of requests within {slo} s…",
         ask.attainment * 100.0
