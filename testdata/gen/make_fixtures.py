@@ -205,7 +205,70 @@ def chat_trace():
     return "".join(json.dumps(x) + "\n" for x in rows)
 
 
+def agent_trace():
+    """A trace of tool-using agents with branches (the `id`, `parent` and `parents` fields
+    inferscale reads beside Mooncake's): sessions start as a Poisson process (0.2/s for
+    180 s). Each is a planner request (a 2048-token agent system prompt shared by all, then a
+    task), which fans out into 2 to 4 tool calls; each call continues the planner's context
+    (its prompt, its answer) with a tool result, sent 0.1 to 1 s after the planner ends; then
+    a join that waits for every call and continues the planner's context with all their
+    results. Timestamps assume a server answering in 0.3 s + 25 ms a token."""
+    r = random.Random(41)
+    block = 512
+    next_id = [4]  # ids 0..3: the system prompt's four blocks
+
+    def fresh():
+        next_id[0] += 1
+        return next_id[0] - 1
+
+    def extend(ids, before, after):
+        ids = ids[: before // block]  # blocks full before keep their ids
+        while len(ids) < -(-after // block):
+            ids.append(fresh())
+        return ids
+
+    rows = []
+    t = 0.0
+    s = 0
+    while True:
+        t += r.expovariate(0.2)
+        if t > 180:
+            break
+        s += 1
+        task = max(32, int(r.lognormvariate(math.log(300), 0.5)))
+        context = 4 * block + task
+        ids = extend([0, 1, 2, 3], 4 * block, context)
+        plan_out = max(16, int(r.lognormvariate(math.log(200), 0.5)))
+        rows.append({"id": f"s{s}-plan", "timestamp": int(t * 1000), "input_length": context,
+                     "output_length": plan_out, "hash_ids": list(ids), "session_id": f"s{s}"})
+        planned_end = t + 0.3 + 0.025 * plan_out
+        base = context + plan_out
+        # The planner's prompt and answer, which every call and the join carry.
+        base_ids = extend(list(ids), context, base)
+        calls = []
+        for k in range(r.randint(2, 4)):
+            result = max(32, int(r.lognormvariate(math.log(400), 0.6)))
+            delay = r.uniform(0.1, 1.0)
+            at = planned_end + delay
+            out = max(8, int(r.lognormvariate(math.log(80), 0.5)))
+            call_ids = extend(list(base_ids), base, base + result)
+            name = f"s{s}-tool{k}"
+            rows.append({"id": name, "parent": f"s{s}-plan", "timestamp": int(at * 1000),
+                         "input_length": base + result, "output_length": out,
+                         "hash_ids": call_ids, "delay": int(delay * 1000)})
+            calls.append((name, result + out, at + 0.3 + 0.025 * out))
+        joined = base + sum(c[1] for c in calls)
+        at = max(c[2] for c in calls) + 0.2
+        out = max(32, int(r.lognormvariate(math.log(250), 0.5)))
+        rows.append({"id": f"s{s}-join", "parents": [c[0] for c in calls],
+                     "timestamp": int(at * 1000), "input_length": joined, "output_length": out,
+                     "hash_ids": extend(list(base_ids), base, joined), "delay": 200})
+    rows.sort(key=lambda x: x["timestamp"])
+    return "".join(json.dumps(x) + "\n" for x in rows)
+
+
 open("testdata/vllm/metrics_v0_9.prom", "w").write(vllm_v09())
 os.makedirs("testdata/traces", exist_ok=True)
 open("testdata/traces/chat-sessions.jsonl", "w").write(chat_trace())
+open("testdata/traces/agent-branches.jsonl", "w").write(agent_trace())
 open("testdata/dcgm/node-8gpu.prom", "w").write(dcgm_node())

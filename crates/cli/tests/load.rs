@@ -672,6 +672,93 @@ fn a_trace_replay_finds_the_cache_its_hash_ids_imply_under_either_dispatch_rule(
     );
 }
 
+/// An agentic trace with branches (`testdata/traces/agent-branches.jsonl`: planners that fan
+/// out into tool calls, and joins that wait for every call) under think-time dispatch: each
+/// call is sent once its planner has ended, each join once all its calls have, each after
+/// its recorded delay; and the simulator finds the cache the branches' hash_ids imply.
+#[test]
+fn an_agents_branches_go_when_their_parent_ends_and_a_join_when_all_have() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/traces/agent-branches.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
+    let (out, reqs) = (tmp("agent.json"), tmp("agent.jsonl"));
+    let o = run(&[
+        "load",
+        "--url",
+        &s.url,
+        "--speedup",
+        "10",
+        "--wait-ready",
+        "120s",
+        "--trace",
+        path.to_str().unwrap(),
+        "--dispatch",
+        "think-time",
+        "--speed",
+        "2x",
+        "--out",
+        out.to_str().unwrap(),
+        "--requests-out",
+        reqs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let step = &v["steps"][0];
+    assert_eq!(step["requests"]["ok"], lines.len() as u64);
+    let implied = implied_hit_rate(&text);
+    let measured = step["server"]["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!(
+        (measured - implied).abs() < 0.05,
+        "the simulator found {measured:.3}, the hash_ids imply {implied:.3}"
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&reqs)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at: std::collections::HashMap<&str, usize> = lines
+        .iter()
+        .enumerate()
+        .map(|(j, l)| (l["id"].as_str().unwrap(), j))
+        .collect();
+    let (k, speed) = (10.0, 2.0);
+    let (mut calls, mut joins) = (0, 0);
+    for (j, line) in lines.iter().enumerate() {
+        let parents: Vec<&str> = match (line.get("parent"), line.get("parents")) {
+            (Some(p), _) => vec![p.as_str().unwrap()],
+            (_, Some(ps)) => ps
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap())
+                .collect(),
+            _ => continue,
+        };
+        let sent = records[j]["intended_s"].as_f64().unwrap();
+        let last_end = parents
+            .iter()
+            .map(|p| records[at[p]]["end_s"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        let delay = line["delay"].as_f64().unwrap() / 1000.0 / speed / k;
+        assert!(
+            sent >= last_end + delay - 1e-3,
+            "{}: sent at {sent}, before {last_end} + {delay}",
+            line["id"]
+        );
+        if parents.len() > 1 {
+            joins += 1;
+        } else {
+            calls += 1;
+        }
+    }
+    assert!(calls > 50 && joins > 20, "{calls} calls, {joins} joins");
+}
+
 /// A multi-turn workload whose turns carry long histories (six turns of 384-token messages
 /// and 48-token answers, an agent's shape) on the default rates, against the simulator with
 /// prefix caching and without: the cache moves the knee, and `analyze --baseline` says by

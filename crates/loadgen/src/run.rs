@@ -319,7 +319,7 @@ pub async fn run(
         (bodies, extra),
         sender::Next {
             again: again_tx,
-            follow,
+            follow: follow.into(),
             later: later_tx,
         },
         &windows,
@@ -433,7 +433,7 @@ impl Sending {
     /// `again`.
     fn new(
         planned: &[Planned],
-        follow: &[Option<(usize, f64)>],
+        follow: &crate::trace::Follow,
         extra: usize,
         cfg: &LoadConfig,
         (again, later): (
@@ -441,17 +441,12 @@ impl Sending {
             mpsc::UnboundedReceiver<(usize, Instant)>,
         ),
     ) -> Sending {
-        // A trace's later turns are sent when the turn before ends, not at their own time.
-        let mut follows = vec![false; planned.len()];
-        follow
-            .iter()
-            .flatten()
-            .for_each(|&(j, _)| follows[j] = true);
+        // A trace's later turns are sent when those they follow end, not at their own time.
         Sending {
             schedule: planned
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| !follows[*i])
+                .filter(|(i, _)| follow.waits.get(*i).is_none_or(|w| *w == 0))
                 .map(|(i, p)| (p.at / cfg.speedup, i))
                 .collect(),
             kinds: planned.iter().map(|p| (p.stage, p.closed)).collect(),
@@ -621,7 +616,7 @@ struct Work {
     bodies: Arc<Vec<Prepared>>,
     extra: Arc<Vec<Prepared>>,
     /// A trace's think-time dispatch (wall seconds): see `Shared::follow`.
-    follow: Vec<Option<(usize, f64)>>,
+    follow: crate::trace::Follow,
 }
 
 /// A trace replay's schedule: its steps (which replace `cfg.stages`), requests, windows and
@@ -657,13 +652,17 @@ fn work(cfg: &mut LoadConfig, dataset: Option<&str>) -> Result<Work, LoadError> 
         Some(r) => (r.planned, r.windows, r.follow),
         None => {
             let (p, w) = plan(&cfg.stages, cfg.arrival, cfg.seed)?;
-            (p, w, Vec::new())
+            (p, w, crate::trace::Follow::default())
         }
     };
-    let follow = follow
-        .into_iter()
-        .map(|f| f.map(|(j, think)| (j, think / k)))
-        .collect();
+    let follow = crate::trace::Follow {
+        next: follow
+            .next
+            .into_iter()
+            .map(|f| f.into_iter().map(|(j, think)| (j, think / k)).collect())
+            .collect(),
+        waits: follow.waits,
+    };
     // Bodies are prepared for the whole plan, so a worker sends the very bodies one client
     // would have sent for its share.
     let bodies = prepare(&cfg.requests, planned.len(), cfg.seed, dataset)?;

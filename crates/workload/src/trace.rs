@@ -57,6 +57,11 @@ pub struct Turn {
     pub session: Option<u64>,
     /// Seconds the user thinks before sending it, when the trace records it.
     pub think_s: Option<f64>,
+    /// Its name in the trace (`id`), when other requests name it as theirs to follow.
+    pub id: Option<u64>,
+    /// The requests it follows (`parent`, `parents`: an agent's branches and their join),
+    /// by `id`; empty: the turn before it in its conversation, if any.
+    pub after: Vec<u64>,
     /// `max_tokens`.
     pub output: u32,
     /// The prompt.
@@ -224,23 +229,44 @@ fn count(v: &serde_json::Value, key: &str, most: u64) -> Result<Option<u32>, Why
     }
 }
 
-/// A session id as a key: a string's or a number's.
-fn session_key(v: &serde_json::Value) -> Result<Option<u64>, Why> {
-    match v.get("session_id") {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(mix(&[
+/// A name as a key: a string's or a whole number's (`what` says which field, for the
+/// message).
+fn name_key(x: &serde_json::Value, what: &str) -> Result<u64, Why> {
+    match x {
+        serde_json::Value::String(s) => Ok(mix(&[
             1,
             s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             }),
-        ]))),
-        Some(x) => match x.as_u64() {
-            Some(n) => Ok(Some(mix(&[2, n]))),
-            None => {
-                Err(format!("\"session_id\" must be a string or a whole number, not {x}").into())
-            }
+        ])),
+        x => match x.as_u64() {
+            Some(n) => Ok(mix(&[2, n])),
+            None => Err(format!("\"{what}\" must be a string or a whole number, not {x}").into()),
         },
     }
+}
+
+/// The key of field `key`, when given.
+fn key_of(v: &serde_json::Value, key: &str) -> Result<Option<u64>, Why> {
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => name_key(x, key).map(Some),
+    }
+}
+
+/// The requests a line follows: `parent` (one name) or `parents` (a list of names).
+fn parents_of(v: &serde_json::Value) -> Result<Vec<u64>, Why> {
+    let mut out: Vec<u64> = key_of(v, "parent")?.into_iter().collect();
+    match v.get("parents") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Array(a)) => {
+            for x in a {
+                out.push(name_key(x, "parents")?);
+            }
+        }
+        Some(x) => return Err(format!("\"parents\" must be an array of names, not {x}").into()),
+    }
+    Ok(out)
 }
 
 /// One line of a trace.
@@ -277,8 +303,10 @@ fn turn_of(v: &serde_json::Value, line: usize) -> Result<Turn, Why> {
     }
     Ok(Turn {
         at_s: number(v, "timestamp")?.unwrap_or(0.0) / 1000.0,
-        session: session_key(v)?,
+        session: key_of(v, "session_id")?,
         think_s: number(v, "delay")?.map(|d| d / 1000.0),
+        id: key_of(v, "id")?,
+        after: parents_of(v)?,
         output,
         spans,
     })
@@ -303,7 +331,7 @@ pub fn parse_mooncake(text: &str, name: &str) -> Result<Vec<Turn>, TraceError> {
             line: i + 1,
             why,
         })?;
-        out.push(turn);
+        out.push((i + 1, turn));
         if out.len() > MAX_TRACE_REQUESTS {
             return Err(TraceError::TooLong {
                 name: name.to_owned(),
@@ -315,10 +343,59 @@ pub fn parse_mooncake(text: &str, name: &str) -> Result<Vec<Turn>, TraceError> {
             name: name.to_owned(),
         });
     }
-    out.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    out.sort_by(|a, b| a.1.at_s.total_cmp(&b.1.at_s));
+    check_branches(&out, name)?;
+    let mut out: Vec<Turn> = out.into_iter().map(|(_, t)| t).collect();
     let first = out[0].at_s;
     out.iter_mut().for_each(|t| t.at_s -= first);
     Ok(out)
+}
+
+/// Checks an agentic trace's links (`(line, turn)` in timestamp order): names are unique,
+/// and every request a line follows is named, and sent no later than it (so the links run
+/// forward and cannot loop).
+fn check_branches(turns: &[(usize, Turn)], name: &str) -> Result<(), TraceError> {
+    if turns.iter().all(|(_, t)| t.after.is_empty()) {
+        return Ok(());
+    }
+    let field = |line: usize, why: String| TraceError::Field {
+        name: name.to_owned(),
+        line,
+        why,
+    };
+    let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (line, t) in turns {
+        if let Some(id) = t.id
+            && let Some(first) = seen.get(&id)
+        {
+            return Err(field(
+                *line,
+                format!("\"id\" is line {first}'s too (a request's name must be its own)"),
+            ));
+        }
+        if let Some(id) = t.id {
+            seen.insert(id, *line);
+        }
+    }
+    let mut earlier: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    for (line, t) in turns {
+        for p in &t.after {
+            if !earlier.contains(p) {
+                return Err(field(
+                    *line,
+                    if seen.contains_key(p) {
+                        "it follows a request sent after it (\"parent\" must name an earlier request)".to_owned()
+                    } else {
+                        "it follows a request no line names (\"parent\"/\"parents\" must be another line's \"id\")".to_owned()
+                    },
+                ));
+            }
+        }
+        if let Some(id) = t.id {
+            earlier.insert(id);
+        }
+    }
+    Ok(())
 }
 
 /// The trace's length in its own clock: its last request's timestamp.
@@ -326,19 +403,56 @@ pub fn span_s(turns: &[Turn]) -> f64 {
     turns.last().map_or(0.0, |t| t.at_s)
 }
 
-/// For each request of `turns`, the one that follows it in its conversation and the think
-/// time between them (the recorded `delay`, or the gap between their timestamps): what
-/// `--dispatch think-time` waits for. The first turn of each conversation has no
-/// predecessor (it is sent at its timestamp).
-pub fn followers(turns: &[Turn]) -> Vec<Option<(usize, f64)>> {
+/// Who waits for whom under `--dispatch think-time`: per request, those that follow it
+/// (with the think time before each), and how many requests each waits for.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Follow {
+    /// Per request: `(follower, think time)`.
+    pub next: Vec<Vec<(usize, f64)>>,
+    /// Per request: how many must end before it is sent (0: at its own time).
+    pub waits: Vec<u32>,
+}
+
+/// Who follows whom in `turns`: a request that names the ones it follows (`parent`,
+/// `parents`: an agent's branches, and the join that waits for all of them) follows those;
+/// any other request of a conversation follows the conversation's turn before it. The think
+/// time is the recorded `delay`, or the gap from the latest of those it follows to its own
+/// timestamp. A request that follows none is sent at its timestamp.
+pub fn followers(turns: &[Turn]) -> Follow {
     let mut last: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-    let mut out = vec![None; turns.len()];
+    let named: std::collections::HashMap<u64, usize> = turns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.id.map(|id| (id, i)))
+        .collect();
+    let mut out = Follow {
+        next: vec![Vec::new(); turns.len()],
+        waits: vec![0; turns.len()],
+    };
     for (i, t) in turns.iter().enumerate() {
-        let Some(s) = t.session else { continue };
-        if let Some(p) = last.insert(s, i) {
-            let think = t.think_s.unwrap_or(t.at_s - turns[p].at_s).max(0.0);
-            out[p] = Some((i, think));
+        let before: Vec<usize> = if t.after.is_empty() {
+            t.session
+                .and_then(|s| last.get(&s).copied())
+                .into_iter()
+                .collect()
+        } else {
+            t.after
+                .iter()
+                .filter_map(|p| named.get(p).copied())
+                .filter(|&p| p < i)
+                .collect()
+        };
+        if let Some(s) = t.session {
+            last.insert(s, i);
         }
+        let Some(latest) = before.iter().map(|&p| turns[p].at_s).reduce(f64::max) else {
+            continue;
+        };
+        let think = t.think_s.unwrap_or(t.at_s - latest).max(0.0);
+        for p in &before {
+            out.next[*p].push((i, think));
+        }
+        out.waits[i] = before.len() as u32;
     }
     out
 }
@@ -353,9 +467,10 @@ pub struct Replay {
     pub planned: Vec<Planned>,
     /// Each stage's window.
     pub windows: Vec<StageWindow>,
-    /// With think-time dispatch, per planned request, the one that follows it and the think
-    /// time between (÷ the speed); those that follow are not sent at their own time.
-    pub follow: Vec<Option<(usize, f64)>>,
+    /// With think-time dispatch, who follows whom across the planned requests (think times
+    /// ÷ the speed); a request that waits for others is not sent at its own time. Empty
+    /// with timestamp dispatch.
+    pub follow: Follow,
 }
 
 /// Where a trace replay goes wrong.
@@ -396,15 +511,15 @@ pub fn replay(
         _ => span_s(turns) * n as f64 / (n - 1) as f64,
     }
     .max(1e-3);
-    let next = match dispatch {
-        Dispatch::Timestamp => vec![None; n],
+    let links = match dispatch {
+        Dispatch::Timestamp => Follow::default(),
         Dispatch::ThinkTime => followers(turns),
     };
     let mut out = Replay {
         stages: Vec::with_capacity(speeds.len()),
         planned: Vec::with_capacity(n * speeds.len()),
         windows: Vec::with_capacity(speeds.len()),
-        follow: Vec::new(),
+        follow: Follow::default(),
     };
     let mut t0 = 0.0;
     for (k, &speed) in speeds.iter().enumerate() {
@@ -426,10 +541,12 @@ pub fn replay(
             closed: false,
         }));
         if dispatch == Dispatch::ThinkTime {
-            out.follow.extend(
-                next.iter()
-                    .map(|f| f.map(|(j, think)| (base + j, think / speed))),
-            );
+            out.follow.next.extend(links.next.iter().map(|f| {
+                f.iter()
+                    .map(|&(j, think)| (base + j, think / speed))
+                    .collect::<Vec<_>>()
+            }));
+            out.follow.waits.extend_from_slice(&links.waits);
         }
         t0 += duration + rest_s;
     }
@@ -474,6 +591,8 @@ pub fn shaped(shape: Shape, n: usize, length: Length, output: Length, seed: u64)
                     at_s: 0.0,
                     session: None,
                     think_s: None,
+                    id: None,
+                    after: Vec::new(),
                     output: output.sample(&mut rng),
                     spans: vec![
                         Span { id: system, tokens },
@@ -517,6 +636,8 @@ pub fn shaped(shape: Shape, n: usize, length: Length, output: Length, seed: u64)
                     at_s: 0.0,
                     session: Some(conversation),
                     think_s: None,
+                    id: None,
+                    after: Vec::new(),
                     output: answer,
                     spans,
                 }
@@ -535,6 +656,8 @@ mod tests {
             at_s: 0.0,
             session: None,
             think_s: None,
+            id: None,
+            after: Vec::new(),
             output: 1,
             spans: spans
                 .iter()
@@ -554,6 +677,44 @@ mod tests {
         // the spans differ: a repeat is equal throughout.
         assert_eq!(a, turn(&[(1, 40), (2, 30)]).block_hashes(16));
         assert!(turn(&[(1, 15)]).block_hashes(16).is_empty());
+    }
+
+    #[test]
+    fn an_agents_branches_wait_for_their_parent_and_the_join_for_every_branch() {
+        // A planner (p), three tools that each continue its context (t1..t3, sent 100 ms
+        // after it ends), and a join (j) that waits for all three.
+        let text = r#"{"id": "p", "timestamp": 0, "input_length": 1024, "hash_ids": [1, 2]}
+{"id": "t1", "parent": "p", "timestamp": 900, "input_length": 1100, "hash_ids": [1, 2, 3], "delay": 100}
+{"id": "t2", "parent": "p", "timestamp": 900, "input_length": 1100, "hash_ids": [1, 2, 4], "delay": 100}
+{"id": "t3", "parent": "p", "timestamp": 950, "input_length": 1100, "hash_ids": [1, 2, 5], "delay": 100}
+{"id": "j", "parents": ["t1", "t2", "t3"], "timestamp": 2000, "input_length": 1600, "hash_ids": [1, 2, 6, 7]}
+{"timestamp": 2500, "input_length": 50}
+"#;
+        let t = parse_mooncake(text, "agent.jsonl").unwrap();
+        let f = followers(&t);
+        assert_eq!(f.next[0], vec![(1, 0.1), (2, 0.1), (3, 0.1)]);
+        assert_eq!(f.waits, vec![0, 1, 1, 1, 3, 0]);
+        // No delay: the gap from the latest parent's timestamp.
+        assert_eq!(f.next[3], vec![(4, 1.05)]);
+        assert_eq!(f.next[1], vec![(4, 1.05)]);
+        let hits = implied_hits(&t);
+        assert_eq!(hits[1], 1024, "a branch continues its parent's context");
+        assert_eq!(hits[4], 1024, "the join shares the planner's part only");
+        for (bad, says) in [
+            (
+                "{\"id\": 1, \"input_length\": 5}\n{\"id\": 1, \"parent\": 1, \"input_length\": 5}",
+                "line 1's too",
+            ),
+            ("{\"parent\": \"x\", \"input_length\": 5}", "no line names"),
+            (
+                "{\"timestamp\": 0, \"parent\": 2, \"input_length\": 5}\n{\"id\": 2, \"timestamp\": 5, \"input_length\": 5}",
+                "sent after it",
+            ),
+            ("{\"parents\": 3, \"input_length\": 5}", "array of names"),
+        ] {
+            let e = parse_mooncake(bad, "b.jsonl").unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -580,11 +741,12 @@ mod tests {
         assert_ne!(t[0].spans[1].id, t[2].spans[1].id);
         let f = followers(&t);
         assert_eq!(
-            f[0],
-            Some((2, 0.25)),
+            f.next[0],
+            vec![(2, 0.25)],
             "the recorded delay is the think time"
         );
-        assert_eq!(f[1], None);
+        assert!(f.next[1].is_empty());
+        assert_eq!(f.waits, vec![0, 0, 1]);
         for (bad, says) in [
             (r#"{"timestamp": 0}"#, "input_length"),
             (r#"{"input_length": 0}"#, "from 1"),
@@ -635,9 +797,10 @@ mod tests {
         assert_eq!(r.windows[1].start, 16.0);
         assert_eq!(r.planned[5].at, 16.0 + 2.0);
         assert_eq!(r.stages[1].rate, 1.0);
-        assert!(r.follow.is_empty());
+        assert!(r.follow.next.is_empty());
         let r = replay(&t, &[2.0], 0.0, Dispatch::ThinkTime).unwrap();
-        assert_eq!(r.follow, vec![Some((2, 2.0)), None, None]);
+        assert_eq!(r.follow.next, vec![vec![(2, 2.0)], vec![], vec![]]);
+        assert_eq!(r.follow.waits, vec![0, 0, 1]);
         assert!(replay(&t, &[0.0], 0.0, Dispatch::Timestamp).is_err());
         assert!(replay(&t, &[], 0.0, Dispatch::Timestamp).is_err());
         assert_eq!(parse_speed("2x"), Some(2.0));

@@ -328,10 +328,10 @@ fn dataset(r: &mut Resolved) -> Result<Option<String>> {
             path,
             ..
         } = &r.plan.config.requests.prompt
-            && replay.follow.iter().all(Option::is_none)
+            && replay.follow.waits.iter().all(|w| *w == 0)
         {
             eprintln!(
-                "warning: {path} has no conversation of two turns or more (no session_id shared by two lines): under think-time dispatch every request is sent at its timestamp, as under timestamp dispatch"
+                "warning: {path} has no conversation of two turns or more (no session_id shared by two lines) and no request that names another as its parent: under think-time dispatch every request is sent at its timestamp, as under timestamp dispatch"
             );
         }
     } else if let Some(d) = &dataset {

@@ -396,7 +396,7 @@ fn cache_line(out: &Outcome, routing: Routing) -> String {
             "routed as an inference gateway does, to the replica holding most of each prompt"
         }
         _ => {
-            "routed at random, as a Service does: a conversation's turns land on replicas that have not seen its history, so a fleet finds less than one replica did; an inference gateway's prefix-aware routing keeps them together (--gateway rehearses it)"
+            "routed at random, as a Service does: a prompt lands on a replica that may not have seen its prefix (a conversation's earlier turns, a system prompt), so a fleet finds less than one replica did; an inference gateway's prefix-aware routing keeps them together (--gateway rehearses it)"
         }
     };
     format!(
@@ -512,7 +512,11 @@ pub(crate) fn standard(
     for (label, out) in &labelled {
         text.push_str(&verdict_line(label, out));
     }
-    if let (Some(_), Some((_, out))) = (&prompts, labelled.first()) {
+    // A replica calibrated from a measured server has no cache of its own: its measured
+    // caching is in its fitted step times.
+    if let (Some(_), Some((_, out)), true) =
+        (&prompts, labelled.first(), replica.engine.prefix_caching)
+    {
         text.push_str(&cache_line(out, routing));
     }
     let page = inferscale_report::rehearsal::render(&labelled, model_name);

@@ -91,9 +91,14 @@ pub(crate) fn run(ask: Ask<'_>) -> Result<(TuneReport, Option<Policy>)> {
     };
     if let Some(p) = &ask.prompts {
         eprintln!(
-            "tune: the replicas are sent {} ({} a pass), their prefix caches finding what they share",
+            "tune: the replicas are sent {} ({} a pass), {}",
             p.about,
-            p.cycle.len()
+            p.cycle.len(),
+            if engine.prefix_caching {
+                "their prefix caches finding what they share"
+            } else {
+                "which this replica has no cache for (a calibrated one has the measured server's caching in its step times)"
+            }
         );
     }
     eprintln!(

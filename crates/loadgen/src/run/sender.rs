@@ -120,13 +120,26 @@ impl Shared {
         }
     }
 
-    /// Asks for the turn that follows planned request `index`, if any, once its think time
-    /// has passed from now (the sending loop sends it; `pending` counts it until then).
+    /// Planned request `index` ended (or was dropped): asks for each request that follows it
+    /// and waited for nothing else, once its think time has passed from now (the sending
+    /// loop sends it; `pending` counts it until then).
     fn follow_up(&self, index: u64) {
-        if let Some(&Some((next, think))) = self.follow.get(index as usize) {
+        let Some(next) = self.follow.next.get(index as usize) else {
+            return;
+        };
+        for &(j, think) in next {
+            // A join waits for the last of those it follows.
+            let last = self
+                .follow
+                .waiting
+                .get(j)
+                .is_none_or(|w| w.fetch_sub(1, Ordering::AcqRel) == 1);
+            if !last {
+                continue;
+            }
             let due = Instant::now() + Duration::from_secs_f64(think);
             self.pending.fetch_add(1, Ordering::AcqRel);
-            if self.later.send((next, due)).is_err() {
+            if self.later.send((j, due)).is_err() {
                 self.pending.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -171,9 +184,26 @@ impl Shared {
     }
 }
 
-/// Who follows whom in a trace replay (`--dispatch think-time`): per planned request, the
-/// one that follows it and the think time between (wall seconds).
-pub(super) type Follow = Vec<Option<(usize, f64)>>;
+/// Who follows whom in a trace replay (`--dispatch think-time`): per planned request, those
+/// that follow it and the think time before each (wall seconds), and how many each still
+/// waits for.
+pub(super) struct Follow {
+    pub(super) next: Vec<Vec<(usize, f64)>>,
+    pub(super) waiting: Vec<std::sync::atomic::AtomicU32>,
+}
+
+impl From<crate::trace::Follow> for Follow {
+    fn from(f: crate::trace::Follow) -> Follow {
+        Follow {
+            next: f.next,
+            waiting: f
+                .waits
+                .into_iter()
+                .map(std::sync::atomic::AtomicU32::new)
+                .collect(),
+        }
+    }
+}
 
 /// Where the requests that depend on others are asked for: closed-loop successors (by
 /// stage) on `again`, a trace's later turns (`follow`) on `later`.
