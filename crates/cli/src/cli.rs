@@ -1838,6 +1838,12 @@ Examples:
   inferscale rehearse --scaledobject a.yaml --compare b.yaml c.yaml --pattern 'ramp:0..200@30m'
   inferscale rehearse --thresholds inferscale-out/thresholds.json --compare-signals \\
       --pattern 'diurnal:20..500@24h'
+  inferscale rehearse --scaledobject so.yaml --thresholds t.json --shape multi-turn:6 \\
+      --prompt-tokens 384 --pattern 'hold:100@30m' --routing prefix-aware
+
+Prompts: unique by default; the shape or request trace the thresholds were measured with
+(thresholds.json's workload.prompts); a request --trace's own; or --shape. Each replica's
+prefix cache finds what the prompts share, so how the Service routes matters (--routing).
 
 Exit codes: 0 rehearsed, and the scale-out -> scale-in cycle completed (or was not needed);
 1 rehearsed, but the cycle did not complete; 2 a ScaledObject, rule file or trace refused
@@ -1985,6 +1991,7 @@ Examples:
   inferscale generate --thresholds tuned/thresholds.json --out k8s/
   inferscale tune --thresholds t.json --slo-e2e 8s --attainment 99.5 --trace day.csv peak.csv
   inferscale tune --thresholds t.json --profile h100-llama-3.1-70b-tp4 --json > tune.json
+  inferscale tune --thresholds t.json --shape system-prompt:8,2000 --prompt-tokens 300 --gateway
 
 Writes into --out: thresholds.json (the input with the chosen policy as `scaling`, which
 generate writes the ScaledObject from), tune.json (every rehearsal), tune.html (the page).
