@@ -528,6 +528,44 @@ fn goodput_per_step_is_the_recount_of_the_requests_within_the_slo() {
 /// The prefix-cache hit rate a trace's `hash_ids` imply, recounted here from the file: each
 /// prompt's leading 512-token blocks seen in an earlier prompt, in whole 16-token blocks, at
 /// most all but one token.
+/// The JSON lines of a file.
+fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `load --trace TRACE --dispatch RULE` (and `extra`) against a 10× simulator at `url`:
+/// its run.json (written to `out`), its records written to `reqs`.
+fn replay(
+    url: &str,
+    trace: &std::path::Path,
+    rule: &str,
+    extra: &[&str],
+    out: &std::path::Path,
+    reqs: &std::path::Path,
+) -> serde_json::Value {
+    let mut args = vec![
+        "load",
+        "--url",
+        url,
+        "--speedup",
+        "10",
+        "--wait-ready",
+        "120s",
+    ];
+    args.extend(["--trace", trace.to_str().unwrap(), "--dispatch", rule]);
+    args.extend_from_slice(extra);
+    args.extend(["--out", out.to_str().unwrap()]);
+    args.extend(["--requests-out", reqs.to_str().unwrap()]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+}
+
 fn implied_hit_rate(trace: &str) -> f64 {
     let mut seen = std::collections::HashSet::new();
     let (mut hits, mut all) = (0u64, 0u64);
@@ -554,7 +592,7 @@ fn implied_hit_rate(trace: &str) -> f64 {
     hits as f64 / all as f64
 }
 
-/// A Mooncake-format trace of chat sessions, replayed at 2× (a slack server) and 16× (past
+/// A Mooncake-format trace of chat sessions, replayed at 4× (a slack server) and 16× (past
 /// its capacity) by each dispatch rule, each against a fresh simulator: the simulator's
 /// prefix cache finds what the `hash_ids` imply; think-time dispatch never sends a turn
 /// before the one before it ended (plus its delay), timestamp dispatch sends each at its own
@@ -565,10 +603,7 @@ fn a_trace_replay_finds_the_cache_its_hash_ids_imply_under_either_dispatch_rule(
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/traces/chat-sessions.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = jsonl(&path);
     let n = lines.len();
     let t0 = lines[0]["timestamp"].as_f64().unwrap();
     let implied = implied_hit_rate(&text);
@@ -577,29 +612,14 @@ fn a_trace_replay_finds_the_cache_its_hash_ids_imply_under_either_dispatch_rule(
         let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
         let out = tmp(&format!("trace-{rule}.json"));
         let reqs = tmp(&format!("trace-{rule}.jsonl"));
-        let o = run(&[
-            "load",
-            "--url",
+        let v = replay(
             &s.url,
-            "--speedup",
-            "10",
-            "--wait-ready",
-            "120s",
-            "--trace",
-            path.to_str().unwrap(),
-            "--dispatch",
+            &path,
             rule,
-            "--speed",
-            "2x,16x",
-            "--rest",
-            "30s",
-            "--out",
-            out.to_str().unwrap(),
-            "--requests-out",
-            reqs.to_str().unwrap(),
-        ]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+            &["--speed", "4x,16x", "--rest", "15s"],
+            &out,
+            &reqs,
+        );
         assert_eq!(v["plan"]["requests"]["prompt"]["dispatch"], rule);
         let steps = v["steps"].as_array().unwrap();
         assert_eq!(steps.len(), 2);
@@ -615,14 +635,10 @@ fn a_trace_replay_finds_the_cache_its_hash_ids_imply_under_either_dispatch_rule(
         p95.push([0, 1].map(|i| steps[i]["latency_s"]["e2e"]["p95"].as_f64().unwrap()));
 
         // When each request was meant to go, against the trace.
-        let records: Vec<serde_json::Value> = std::fs::read_to_string(&reqs)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let records = jsonl(&reqs);
         let k = 10.0;
         let (mut overlapped, mut checked) = (0, 0);
-        for (step, speed) in [(0usize, 2.0), (1, 16.0)] {
+        for (step, speed) in [(0usize, 4.0), (1, 16.0)] {
             let start = steps[step]["start_s"].as_f64().unwrap() / k;
             let of = |j: usize| &records[step * n + j];
             let mut last: std::collections::HashMap<&str, usize> = Default::default();
@@ -681,33 +697,10 @@ fn an_agents_branches_go_when_their_parent_ends_and_a_join_when_all_have() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/traces/agent-branches.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = jsonl(&path);
     let s = sim(&["--profile", "aws-eks-ministral-8b-l40s", "--speedup", "10"]);
     let (out, reqs) = (tmp("agent.json"), tmp("agent.jsonl"));
-    let o = run(&[
-        "load",
-        "--url",
-        &s.url,
-        "--speedup",
-        "10",
-        "--wait-ready",
-        "120s",
-        "--trace",
-        path.to_str().unwrap(),
-        "--dispatch",
-        "think-time",
-        "--speed",
-        "2x",
-        "--out",
-        out.to_str().unwrap(),
-        "--requests-out",
-        reqs.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let v = replay(&s.url, &path, "think-time", &["--speed", "2x"], &out, &reqs);
     let step = &v["steps"][0];
     assert_eq!(step["requests"]["ok"], lines.len() as u64);
     let implied = implied_hit_rate(&text);
@@ -716,11 +709,7 @@ fn an_agents_branches_go_when_their_parent_ends_and_a_join_when_all_have() {
         (measured - implied).abs() < 0.05,
         "the simulator found {measured:.3}, the hash_ids imply {implied:.3}"
     );
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&reqs)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = jsonl(&reqs);
     let at: std::collections::HashMap<&str, usize> = lines
         .iter()
         .enumerate()
@@ -760,7 +749,7 @@ fn an_agents_branches_go_when_their_parent_ends_and_a_join_when_all_have() {
 }
 
 /// A multi-turn workload whose turns carry long histories (six turns of 384-token messages
-/// and 48-token answers, an agent's shape) on the default rates, against the simulator with
+/// and 48-token answers, an agent's shape) at 10 to 50 req/s, against the simulator with
 /// prefix caching and without: the cache moves the knee, and `analyze --baseline` says by
 /// how much, from the two runs' own analyses.
 #[test]
@@ -788,6 +777,8 @@ fn prefix_caching_moves_a_multi_turn_knee_and_analyze_says_by_how_much() {
             "384",
             "--max-tokens",
             "48",
+            "--rates",
+            "10,20,30,40,50",
             "--step",
             "30s",
             "--rest",

@@ -384,12 +384,7 @@ fn summary_text(s: &Summary, saturation: Option<f64>) -> String {
         s.kv_max * 100.0,
         s.kv_blocks,
         s.preemptions,
-        s.prefix_cache_hit_rate
-            .filter(|r| *r > 0.0)
-            .map_or(String::new(), |r| format!(
-                "; prefix cache hit {:.1} % of prompt tokens",
-                r * 100.0
-            ))
+        crate::job::prompts::found_clause("the prefix cache", s.prefix_cache_hit_rate)
     );
     if let Some(r) = saturation {
         let _ = writeln!(

@@ -30,6 +30,14 @@ pub(crate) struct Prompts {
     pub(crate) about: String,
 }
 
+/// `; SUBJECT found X % of prompt tokens`, when a prefix cache found any (else nothing): the
+/// clause `predict` and `rehearse` end a line with.
+pub(crate) fn found_clause(subject: &str, rate: Option<f64>) -> String {
+    rate.filter(|r| *r > 0.0).map_or(String::new(), |r| {
+        format!("; {subject} found {:.1} % of prompt tokens", r * 100.0)
+    })
+}
+
 /// The engine's prompts for `turns`, in order, each answer `max_tokens` long as the turn says.
 pub(crate) fn of_turns(turns: &[Turn]) -> Option<PromptCycle> {
     PromptCycle::new(

@@ -220,12 +220,7 @@ pub(crate) fn details(label: &str, o: &Outcome) -> String {
         m.slo_e2e_s,
         m.unrouted,
         m.final_replicas,
-        m.prefix_cache_hit_rate
-            .filter(|r| *r > 0.0)
-            .map_or(String::new(), |r| format!(
-                "; the prefix caches found {:.1} % of prompt tokens",
-                r * 100.0
-            ))
+        crate::job::prompts::found_clause("the prefix caches", m.prefix_cache_hit_rate)
     );
     const SHOWN: usize = 12;
     let mut events: Vec<String> = o
