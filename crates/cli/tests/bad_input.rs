@@ -802,6 +802,21 @@ fn hostile_inputs_are_refused_cleanly_by_every_command() {
             "t.json",
             t.clone(),
         ),
+        case(
+            "shapes are checked up front",
+            &[
+                "predict",
+                "--gpu",
+                "L40S",
+                "--model",
+                "Llama-3.1-8B",
+                "--shape",
+                "multi-turn:1000,100000",
+                "--rps",
+                "1",
+            ],
+            "100000000 requests a round",
+        ),
         with_file(
             case(
                 "shapes are checked up front",

@@ -95,7 +95,7 @@ fn sharing(args: &PredictArgs) -> Result<Option<Sharing>> {
             tokens: whole(args.output, "--output")?,
         };
         return Ok(Some(Sharing {
-            cycle: crate::job::prompts::of_shape(shape, length, output, 1),
+            cycle: crate::job::prompts::of_shape(shape, length, output, 1)?,
             about: PromptSource::Shared { shape, length }.describe(),
             trace_rate: None,
         }));

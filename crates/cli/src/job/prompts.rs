@@ -62,18 +62,34 @@ pub(crate) fn of_turns(turns: &[Turn]) -> Option<PromptCycle> {
     )
 }
 
-/// One pass of `shape`: each unique part `length` tokens, each answer `output`.
-pub(crate) fn of_shape(shape: Shape, length: Length, output: Length, seed: u64) -> PromptCycle {
+/// The most requests in one round of a multi-turn shape's conversations (turns × users)
+/// that the engine model holds as one pass.
+const MAX_ROUND: usize = 65_536;
+
+/// One pass of `shape`: each unique part `length` tokens, each answer `output`. A
+/// multi-turn shape whose round of conversations (turns × users) is over [`MAX_ROUND`]
+/// requests is refused.
+pub(crate) fn of_shape(
+    shape: Shape,
+    length: Length,
+    output: Length,
+    seed: u64,
+) -> Result<PromptCycle> {
     let n = match shape {
         Shape::MultiTurn { turns, users } => {
             // Whole rounds of conversations, so that none is cut at a pass's end.
-            let round = (turns.max(1) * users.max(1)) as usize;
+            let round = turns.max(1) as usize * users.max(1) as usize;
+            if round > MAX_ROUND {
+                return Err(anyhow!(
+                    "--shape {shape}: {turns} turns × {users} users is {round} requests a round of conversations; the rehearsal and predict hold at most {MAX_ROUND} (fewer users or turns)"
+                ));
+            }
             SHAPE_PASS.div_ceil(round) * round
         }
         Shape::SystemPrompt { .. } => SHAPE_PASS,
     };
     let turns = inferscale_loadgen::trace::shaped(shape, n, length, output, seed);
-    of_turns(&turns).unwrap_or_else(|| unreachable!("a shape's pass is never empty"))
+    Ok(of_turns(&turns).unwrap_or_else(|| unreachable!("a shape's pass is never empty")))
 }
 
 /// A request trace's turns (Mooncake's JSONL).
@@ -94,7 +110,7 @@ pub(crate) fn of_source(
 ) -> Result<Option<Prompts>> {
     Ok(match source {
         PromptSource::Shared { shape, length } => Some(Prompts {
-            cycle: of_shape(*shape, *length, output, seed),
+            cycle: of_shape(*shape, *length, output, seed)?,
             about: source.describe(),
         }),
         PromptSource::Trace { path, .. } => {
@@ -131,7 +147,7 @@ pub(crate) fn chosen(
             tokens: prompt_tokens.unwrap_or(128),
         };
         return Ok(Some(Prompts {
-            cycle: of_shape(shape, length, output, seed),
+            cycle: of_shape(shape, length, output, seed)?,
             about: PromptSource::Shared { shape, length }.describe(),
         }));
     }
@@ -162,7 +178,7 @@ mod tests {
             .sum();
         let prompt: u64 = turns.iter().map(|t| u64::from(t.prompt_tokens())).sum();
         let implied = hits as f64 / prompt as f64;
-        let mut cycle = of_shape(shape, length, output, 1);
+        let mut cycle = of_shape(shape, length, output, 1).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(cycle.len(), 4128, "whole rounds of 16 users × 6 turns");
         let engine = inferscale_engine::profile("aws-eks-ministral-8b-l40s")
             .unwrap_or_else(|| unreachable!());
