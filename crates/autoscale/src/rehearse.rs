@@ -118,10 +118,11 @@ pub const REACTION_S: f64 = 60.0;
 /// cannot serve (at `capacity_rps` each). vLLM's queues are per replica (what waits in one
 /// cannot move to another), so that backlog drains only as fast as those replicas serve
 /// beyond their share of the new arrivals: the transient lasts until it has drained with
-/// twice the replicas the new rate needs (`2 × ceil(rate / capacity_slo_rps)`) sharing them
-/// — what a policy with room for them does; more drain it sooner, and a least-outstanding
-/// router at the replicas' full speed. Requests arriving later are the policy's to serve
-/// within the SLO. Times in the words are less `offset_s` (a warm-in).
+/// the [`cheapest_drain`] replicas sharing them (about `2 × rate / capacity_rps`, and at
+/// least the `ceil(rate / capacity_slo_rps)` that hold the new rate); more drain it sooner
+/// at a higher cost, fewer later at a higher cost, and a least-outstanding router drains it
+/// at the replicas' full speed. Requests arriving later are the policy's to serve within the
+/// SLO. Times in the words are less `offset_s` (a warm-in).
 pub fn start_up_transients(
     traffic: &Traffic,
     out: &Outcome,
@@ -135,16 +136,10 @@ pub fn start_up_transients(
         .jumps(1.2, 0.05 * c)
         .into_iter()
         .map(|(at, from, to)| {
-            let n0 = out
-                .timeline
-                .iter()
-                .take_while(|row| row.time_s <= at)
-                .last()
-                .map_or(1, |row| row.ready_replicas)
-                .max(1);
+            let n0 = ready_at(out, at);
             let until_ready = startup_s + REACTION_S;
             let backlog = (to / f64::from(n0) - c).max(0.0) * until_ready;
-            let sharing = 2.0 * (to / capacity_slo_rps.max(1e-9)).ceil().max(f64::from(n0) + 1.0);
+            let sharing = f64::from(cheapest_drain(to, c, capacity_slo_rps, n0));
             let spare = c - to / sharing;
             let drain = if backlog <= 0.0 {
                 0.0
@@ -169,7 +164,108 @@ pub fn start_up_transients(
             };
             (window, n0)
         })
+        .chain(traffic.rise_starts().into_iter().filter_map(|(at, from)| {
+            ramp_transient(
+                traffic,
+                ready_at(out, at),
+                (at, from),
+                startup_s,
+                c,
+                capacity_slo_rps,
+                offset_s,
+            )
+        }))
         .collect()
+}
+
+/// The transient of a gradual rise that begins at `at` from `from` req/s, if it outruns a
+/// replica's start: the rate passes what the replicas ready at its start hold within the
+/// SLO before a replica asked for as it began (a start-up plus [`REACTION_S`] later) could
+/// serve. A policy that follows a rise's trend keeps up once it has one replica more; until
+/// then no scaling out helps, only replicas kept warm. From that crossing until what queued
+/// meanwhile (beyond the replicas' capacity) has drained as after a step.
+fn ramp_transient(
+    traffic: &Traffic,
+    n0: u32,
+    (at, from): (f64, f64),
+    startup_s: f64,
+    c: f64,
+    capacity_slo_rps: f64,
+    offset_s: f64,
+) -> Option<(Window, u32)> {
+    let hold = f64::from(n0) * capacity_slo_rps;
+    let until_ready = startup_s + REACTION_S;
+    let mut crossed = None;
+    let mut backlog = 0.0;
+    let mut t = at;
+    while t < at + until_ready {
+        let rate = traffic.rate_at(t);
+        if crossed.is_none() && rate > hold {
+            crossed = Some(t);
+        }
+        backlog += (rate / f64::from(n0) - c).max(0.0);
+        t += 1.0;
+    }
+    let crossed = crossed?;
+    let to = traffic.rate_at(at + until_ready);
+    let sharing = f64::from(cheapest_drain(to, c, capacity_slo_rps, n0));
+    let spare = c - to / sharing;
+    let drain = if backlog <= 0.0 {
+        0.0
+    } else if spare > 0.0 {
+        backlog / spare
+    } else {
+        f64::INFINITY
+    };
+    let window = Window {
+        from_s: crossed,
+        to_s: at + until_ready + drain,
+        why: format!(
+            "a rise from {from:.1} req/s ({:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: it passes the {hold:.1} req/s {n0} ready replica{} hold{} within the SLO {:.0} s in, before one asked for as it began could serve ({until_ready:.0} s in){}",
+            from / c,
+            at - offset_s,
+            if n0 == 1 { "" } else { "s" },
+            if n0 == 1 { "s" } else { "" },
+            crossed - at,
+            if backlog > 0.0 {
+                format!(
+                    "; {:.0} requests queue meanwhile and take {drain:.0} s more to drain with {sharing:.0} replicas sharing the arrivals",
+                    backlog * f64::from(n0)
+                )
+            } else {
+                String::new()
+            }
+        ),
+    };
+    Some((window, n0))
+}
+
+/// The replicas ready at `at` in a rehearsal (at least one).
+fn ready_at(out: &Outcome, at: f64) -> u32 {
+    out.timeline
+        .iter()
+        .take_while(|row| row.time_s <= at)
+        .last()
+        .map_or(1, |row| row.ready_replicas)
+        .max(1)
+}
+
+/// The replicas that drain a step's backlog at the least GPU time: `m` replicas share the
+/// new `rate`, so each of the `n0` that hold the backlog drains it at `capacity_rps − rate /
+/// m`, and the drain costs `m / (capacity_rps − rate / m)` replica-seconds per request of
+/// it, least at `m = 2 × rate / capacity_rps`. At least the replicas that hold the new rate
+/// within the SLO (`ceil(rate / capacity_slo_rps)`, each new one takes `rate / m`) and one
+/// more than `n0`; of equal costs, the more replicas (the shorter drain).
+pub fn cheapest_drain(rate: f64, capacity_rps: f64, capacity_slo_rps: f64, n0: u32) -> u32 {
+    let c = capacity_rps.max(1e-9);
+    let hold = (rate / capacity_slo_rps.max(1e-9)).ceil().max(1.0) as u32;
+    let first = hold.max(n0 + 1).max((rate / c).floor() as u32 + 1);
+    let cost = |m: u32| f64::from(m) / (c - rate / f64::from(m));
+    // The cost falls to its least near 2 × rate / c and rises after: the search stops there.
+    let last = first.max((2.0 * rate / c).ceil() as u32 + 1);
+    (first..=last)
+        .min_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(b.cmp(&a)))
+        .unwrap_or(first)
 }
 
 impl Outcome {
@@ -1857,6 +1953,65 @@ fn verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ramp_that_outruns_a_start_up_is_a_transient_and_a_slow_one_is_not() {
+        use crate::traffic::Piece;
+        // A 70B's ramp: 96.7 req/s held, then 0.5x to 3x of 193.4 over 30 min (0.269 req/s
+        // each second); one replica holds 146.2 within the SLO, a replica starts in 320 s.
+        let ramp = Traffic::of(&[Piece::hold(96.7, 600.0), Piece::ramp(96.7, 580.2, 1800.0)]);
+        assert_eq!(ramp.rise_starts(), vec![(600.0, 96.7)]);
+        let (w, n0) = ramp_transient(&ramp, 1, (600.0, 96.7), 320.0, 193.4, 146.2, 0.0).unwrap();
+        assert_eq!(n0, 1);
+        // It passes 146.2 req/s 185 s in, before 320 + 60 s; it passes the replica's 193.4
+        // only in the last 20 s, so a few dozen requests queue and drain within a second of
+        // a replica's being able to serve.
+        assert_eq!(w.from_s, 785.0, "{w:?}");
+        assert!((980.0..982.0).contains(&w.to_s), "{w:?}");
+        assert!(w.why.contains("185 s in"), "{}", w.why);
+        // Two replicas ready hold it past the start-up: no transient.
+        assert!(ramp_transient(&ramp, 2, (600.0, 96.7), 320.0, 193.4, 146.2, 0.0).is_none());
+        // The default profile's ramp (0.5x to 3x of 56.18 over 30 min) is slow enough.
+        let slow = Traffic::of(&[
+            Piece::hold(28.09, 600.0),
+            Piece::ramp(28.09, 168.54, 1800.0),
+        ]);
+        assert!(ramp_transient(&slow, 1, (600.0, 28.09), 270.0, 56.18, 55.96, 0.0).is_none());
+        // Holds, falls and the rise at time 0 begin none; a day's shape after a hold does.
+        let day = Traffic::of(&[
+            Piece::ramp(10.0, 50.0, 100.0),
+            Piece::ramp(50.0, 20.0, 100.0),
+            Piece::hold(20.0, 100.0),
+            Piece::Diurnal {
+                low: 20.0,
+                high: 90.0,
+                seconds: 600.0,
+            },
+        ]);
+        assert_eq!(day.rise_starts(), vec![(300.0, 20.0)]);
+    }
+
+    #[test]
+    fn a_backlog_drains_cheapest_near_twice_the_rate_over_a_replicas_capacity() {
+        // The default profile's step (0.5x to 2.5x of 56.18 req/s) and a 70B's (2.5x of
+        // 175.87, 131.9 within the SLO): 2 x rate / capacity is 5.0 for both.
+        assert_eq!(cheapest_drain(140.5, 56.18, 55.96, 1), 5);
+        assert_eq!(cheapest_drain(439.7, 175.87, 131.9, 1), 5);
+        // Never fewer than hold the new rate within the SLO, nor than were ready plus one.
+        assert_eq!(cheapest_drain(439.7, 175.87, 50.0, 1), 9);
+        assert_eq!(cheapest_drain(100.0, 100.0, 100.0, 6), 7);
+        // It is the least of every count that drains at all.
+        for (rate, c, slo, n0) in [(300.0, 40.0, 35.0, 2), (90.0, 56.0, 50.0, 1)] {
+            let m = cheapest_drain(rate, c, slo, n0);
+            let cost = |m: u32| f64::from(m) / (c - rate / f64::from(m));
+            let hold = (rate / slo).ceil() as u32;
+            for k in hold.max(n0 + 1)..60 {
+                if c - rate / f64::from(k) > 0.0 {
+                    assert!(cost(m) <= cost(k) + 1e-12, "{m} vs {k}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_modelled_picker_serves_its_histograms_and_each_endpoint_s_tokens() {

@@ -323,6 +323,19 @@ impl Traffic {
             .collect()
     }
 
+    /// The instants where a gradual rise begins (a ramp or a day's shape after a hold, a
+    /// fall or the end of another day): `(time, rate)`. A rise at time 0 is not one.
+    pub fn rise_starts(&self) -> Vec<(f64, f64)> {
+        self.segments
+            .windows(2)
+            .filter_map(|w| {
+                let rising_before = !w[0].diurnal && w[0].r1 > w[0].r0;
+                (w[1].start > 0.0 && w[1].r1 > w[1].r0 && !rising_before)
+                    .then_some((w[1].start, w[1].r0))
+            })
+            .collect()
+    }
+
     /// Whether the rate never changes (one held rate from 0 on).
     pub fn is_steady(&self) -> bool {
         let live: Vec<&Segment> = self

@@ -21,9 +21,10 @@
 //!    arrivals. Behind an inference gateway ([`TuneSetup::gateway`]), the gateway's requests
 //!    in flight and token backlog are candidates beside the engine's signals, read from the
 //!    rehearsal's modelled endpoint picker.
-//! 5. **The transients**: a rise faster than a replica starts (a step, a spike) cannot be met
-//!    by scaling out; for each, what warm replicas it would take, what they cost a day, and
-//!    what share of that step's requests miss without them.
+//! 5. **The transients**: a rise faster than a replica starts (a step, a spike, a ramp that
+//!    passes what the ready replicas hold within a start-up) cannot be met by scaling out;
+//!    for each, what warm replicas it would take, what they cost a day, and what share of
+//!    its requests miss without them.
 
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{Policy, Primary, Tuned};
