@@ -139,20 +139,12 @@ pub fn start_up_transients(
             let n0 = ready_at(out, at);
             let until_ready = startup_s + REACTION_S;
             let backlog = (to / f64::from(n0) - c).max(0.0) * until_ready;
-            let sharing = f64::from(cheapest_drain(to, c, capacity_slo_rps, n0));
-            let spare = c - to / sharing;
-            let drain = if backlog <= 0.0 {
-                0.0
-            } else if spare > 0.0 {
-                backlog / spare
-            } else {
-                f64::INFINITY
-            };
+            let (sharing, drain) = drain_s(backlog, to, c, capacity_slo_rps, n0);
             let window = Window {
                 from_s: at,
                 to_s: at + until_ready + drain,
                 why: format!(
-                    "a step from {from:.1} to {to:.1} req/s ({:.1}× to {:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: {n0} ready replica{} take{} it for the {until_ready:.0} s until one more can serve, {:.0} requests queue on {} meanwhile and take {drain:.0} s more to drain with {sharing:.0} replicas sharing the new arrivals",
+                    "a step from {from:.1} to {to:.1} req/s ({:.1}× to {:.1}× a replica's capacity) at {:.0} s, faster than a replica starts: {n0} ready replica{} take{} it for the {until_ready:.0} s until one more can serve, {:.0} requests queue on {} meanwhile and take {drain:.0} s more to drain with {sharing} replicas sharing the new arrivals",
                     from / c,
                     to / c,
                     at - offset_s,
@@ -208,15 +200,7 @@ fn ramp_transient(
     }
     let crossed = crossed?;
     let to = traffic.rate_at(at + until_ready);
-    let sharing = f64::from(cheapest_drain(to, c, capacity_slo_rps, n0));
-    let spare = c - to / sharing;
-    let drain = if backlog <= 0.0 {
-        0.0
-    } else if spare > 0.0 {
-        backlog / spare
-    } else {
-        f64::INFINITY
-    };
+    let (sharing, drain) = drain_s(backlog, to, c, capacity_slo_rps, n0);
     let window = Window {
         from_s: crossed,
         to_s: at + until_ready + drain,
@@ -229,7 +213,7 @@ fn ramp_transient(
             crossed - at,
             if backlog > 0.0 {
                 format!(
-                    "; {:.0} requests queue meanwhile and take {drain:.0} s more to drain with {sharing:.0} replicas sharing the arrivals",
+                    "; {:.0} requests queue meanwhile and take {drain:.0} s more to drain with {sharing} replicas sharing the arrivals",
                     backlog * f64::from(n0)
                 )
             } else {
@@ -238,6 +222,22 @@ fn ramp_transient(
         ),
     };
     Some((window, n0))
+}
+
+/// How a `backlog` queued on each of `n0` replicas drains once new ones serve `rate`: the
+/// [`cheapest_drain`] replicas sharing the arrivals, and the seconds it takes (infinite if
+/// they cannot).
+fn drain_s(backlog: f64, rate: f64, c: f64, capacity_slo_rps: f64, n0: u32) -> (u32, f64) {
+    let sharing = cheapest_drain(rate, c, capacity_slo_rps, n0);
+    let spare = c - rate / f64::from(sharing);
+    let drain = if backlog <= 0.0 {
+        0.0
+    } else if spare > 0.0 {
+        backlog / spare
+    } else {
+        f64::INFINITY
+    };
+    (sharing, drain)
 }
 
 /// The replicas ready at `at` in a rehearsal (at least one).
