@@ -105,6 +105,18 @@ pub struct Setup {
     pub judge_from_s: f64,
 }
 
+/// What one replica serves, req/s, as a transient's length is reckoned.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates {
+    /// The measured capacity: the unit a rise is told in (`2.5×`).
+    pub capacity_rps: f64,
+    /// What it serves while its queue never empties: what a backlog builds and drains at
+    /// ([`crate::tune::backlogged_rps`]).
+    pub backlogged_rps: f64,
+    /// What it serves with the SLO met: how many replicas hold a rate.
+    pub slo_rps: f64,
+}
+
 /// After a rise, the least time before a new replica could be asked for: two scrapes and an
 /// HPA sync, and KEDA's poll, seconds.
 pub const REACTION_S: f64 = 60.0;
@@ -115,11 +127,11 @@ pub const REACTION_S: f64 = 60.0;
 ///
 /// A new replica is ready a start-up (`startup_s`) plus [`REACTION_S`] after the rise at
 /// the earliest; until then the `n0` replicas ready take the new rate and queue what they
-/// cannot serve (at `capacity_rps` each). vLLM's queues are per replica (what waits in one
+/// cannot serve (at [`Rates::backlogged_rps`] each). vLLM's queues are per replica (what waits in one
 /// cannot move to another), so that backlog drains only as fast as those replicas serve
 /// beyond their share of the new arrivals: the transient lasts until it has drained with
-/// the [`cheapest_drain`] replicas sharing them (about `2 × rate / capacity_rps`, and at
-/// least the `ceil(rate / capacity_slo_rps)` that hold the new rate); more drain it sooner
+/// the [`cheapest_drain`] replicas sharing them (about `2 × rate / backlogged_rps`, and at
+/// least the `ceil(rate / slo_rps)` that hold the new rate); more drain it sooner
 /// at a higher cost, fewer later at a higher cost, and a least-outstanding router drains it
 /// at the replicas' full speed. Requests arriving later are the policy's to serve within the
 /// SLO. Times in the words are less `offset_s` (a warm-in).
@@ -127,19 +139,19 @@ pub fn start_up_transients(
     traffic: &Traffic,
     out: &Outcome,
     startup_s: f64,
-    capacity_rps: f64,
-    capacity_slo_rps: f64,
+    rates: Rates,
     offset_s: f64,
 ) -> Vec<(Window, u32)> {
-    let c = capacity_rps.max(1e-9);
+    let c = rates.capacity_rps.max(1e-9);
+    let b = rates.backlogged_rps.max(1e-9);
     traffic
         .jumps(1.2, 0.05 * c)
         .into_iter()
         .map(|(at, from, to)| {
             let n0 = ready_at(out, at);
             let until_ready = startup_s + REACTION_S;
-            let backlog = (to / f64::from(n0) - c).max(0.0) * until_ready;
-            let (sharing, drain) = drain_s(backlog, to, c, capacity_slo_rps, n0);
+            let backlog = (to / f64::from(n0) - b).max(0.0) * until_ready;
+            let (sharing, drain) = drain_s(backlog, to, b, rates.slo_rps, n0);
             let window = Window {
                 from_s: at,
                 to_s: at + until_ready + drain,
@@ -162,8 +174,7 @@ pub fn start_up_transients(
                 ready_at(out, at),
                 (at, from),
                 startup_s,
-                c,
-                capacity_slo_rps,
+                rates,
                 offset_s,
             )
         }))
@@ -181,11 +192,12 @@ fn ramp_transient(
     n0: u32,
     (at, from): (f64, f64),
     startup_s: f64,
-    c: f64,
-    capacity_slo_rps: f64,
+    rates: Rates,
     offset_s: f64,
 ) -> Option<(Window, u32)> {
-    let hold = f64::from(n0) * capacity_slo_rps;
+    let c = rates.capacity_rps.max(1e-9);
+    let b = rates.backlogged_rps.max(1e-9);
+    let hold = f64::from(n0) * rates.slo_rps;
     let until_ready = startup_s + REACTION_S;
     let mut crossed = None;
     let mut backlog = 0.0;
@@ -195,12 +207,12 @@ fn ramp_transient(
         if crossed.is_none() && rate > hold {
             crossed = Some(t);
         }
-        backlog += (rate / f64::from(n0) - c).max(0.0);
+        backlog += (rate / f64::from(n0) - b).max(0.0);
         t += 1.0;
     }
     let crossed = crossed?;
     let to = traffic.rate_at(at + until_ready);
-    let (sharing, drain) = drain_s(backlog, to, c, capacity_slo_rps, n0);
+    let (sharing, drain) = drain_s(backlog, to, b, rates.slo_rps, n0);
     let window = Window {
         from_s: crossed,
         to_s: at + until_ready + drain,
@@ -1954,6 +1966,15 @@ fn verdict(
 mod tests {
     use super::*;
 
+    /// A replica's rates, served at its capacity while backlogged.
+    fn rates(capacity_rps: f64, slo_rps: f64) -> Rates {
+        Rates {
+            capacity_rps,
+            backlogged_rps: capacity_rps,
+            slo_rps,
+        }
+    }
+
     #[test]
     fn a_ramp_that_outruns_a_start_up_is_a_transient_and_a_slow_one_is_not() {
         use crate::traffic::Piece;
@@ -1961,7 +1982,8 @@ mod tests {
         // each second); one replica holds 146.2 within the SLO, a replica starts in 320 s.
         let ramp = Traffic::of(&[Piece::hold(96.7, 600.0), Piece::ramp(96.7, 580.2, 1800.0)]);
         assert_eq!(ramp.rise_starts(), vec![(600.0, 96.7)]);
-        let (w, n0) = ramp_transient(&ramp, 1, (600.0, 96.7), 320.0, 193.4, 146.2, 0.0).unwrap();
+        let (w, n0) =
+            ramp_transient(&ramp, 1, (600.0, 96.7), 320.0, rates(193.4, 146.2), 0.0).unwrap();
         assert_eq!(n0, 1);
         // It passes 146.2 req/s 185 s in, before 320 + 60 s; it passes the replica's 193.4
         // only in the last 20 s, so a few dozen requests queue and drain within a second of
@@ -1969,14 +1991,26 @@ mod tests {
         assert_eq!(w.from_s, 785.0, "{w:?}");
         assert!((980.0..982.0).contains(&w.to_s), "{w:?}");
         assert!(w.why.contains("185 s in"), "{}", w.why);
+        // A replica that serves less while backlogged (150.9 req/s, as the 70B's does with
+        // its KV cache full) queues from 200 s in, not 360 s: a longer transient.
+        let slower = Rates {
+            backlogged_rps: 150.9,
+            ..rates(193.4, 146.2)
+        };
+        let (b, _) = ramp_transient(&ramp, 1, (600.0, 96.7), 320.0, slower, 0.0).unwrap();
+        assert_eq!(b.from_s, w.from_s);
+        assert!(b.to_s > w.to_s + 20.0, "{b:?} against {w:?}");
+        assert!(b.why.contains("requests queue meanwhile"), "{}", b.why);
         // Two replicas ready hold it past the start-up: no transient.
-        assert!(ramp_transient(&ramp, 2, (600.0, 96.7), 320.0, 193.4, 146.2, 0.0).is_none());
+        assert!(ramp_transient(&ramp, 2, (600.0, 96.7), 320.0, rates(193.4, 146.2), 0.0).is_none());
         // The default profile's ramp (0.5x to 3x of 56.18 over 30 min) is slow enough.
         let slow = Traffic::of(&[
             Piece::hold(28.09, 600.0),
             Piece::ramp(28.09, 168.54, 1800.0),
         ]);
-        assert!(ramp_transient(&slow, 1, (600.0, 28.09), 270.0, 56.18, 55.96, 0.0).is_none());
+        assert!(
+            ramp_transient(&slow, 1, (600.0, 28.09), 270.0, rates(56.18, 55.96), 0.0).is_none()
+        );
         // Holds, falls and the rise at time 0 begin none; a day's shape after a hold does.
         let day = Traffic::of(&[
             Piece::ramp(10.0, 50.0, 100.0),

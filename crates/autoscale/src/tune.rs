@@ -23,6 +23,8 @@
 //!    rehearsal's modelled endpoint picker.
 //! 5. **The transients**: a rise faster than a replica starts (a step, a spike, a ramp that
 //!    passes what the ready replicas hold within a start-up) cannot be met by scaling out;
+//!    what it queues builds and drains at what a backlogged replica serves
+//!    ([`backlogged_rps`]);
 //!    for each, what warm replicas it would take, what they cost a day, and what share of
 //!    its requests miss without them.
 
@@ -36,8 +38,8 @@ use serde::Serialize;
 
 use crate::keda::KedaSpec;
 use crate::rehearse::{
-    Client, Exporters, Outcome, Outcomes, REACTION_S, RehearseError, Setup, Window, rehearse,
-    start_up_transients,
+    Client, Exporters, Outcome, Outcomes, REACTION_S, Rates, RehearseError, Setup, Window,
+    rehearse, start_up_transients,
 };
 use crate::traffic::{Piece, Traffic};
 
@@ -252,34 +254,65 @@ pub fn foresight_gpu_hours(
     replica_s * f64::from(gpus_per_replica) / 3600.0
 }
 
+/// One replica of `base` under a steady `rps` (Poisson) until `end_s` in virtual time;
+/// `finished` hears each request's arrival and end.
+fn one_replica(
+    base: &Setup,
+    rps: f64,
+    end_s: f64,
+    mut finished: impl FnMut(f64, f64),
+) -> Result<Fleet, RehearseError> {
+    let mut fleet = Fleet::new(base.engine.clone(), 1, base.routing)?;
+    fleet.set_token_events(false);
+    fleet.record_histograms(&[]);
+    let spec = base.request;
+    let mut prompts = base.prompts.clone();
+    let traffic = Traffic::constant(rps);
+    let arrivals = traffic
+        .arrivals(end_s, mix(&[base.seed, 0x636170]))
+        .map(|t| {
+            let p = prompts
+                .as_mut()
+                .map_or_else(|| Prompt::from(spec), PromptCycle::next_prompt);
+            (t, p)
+        });
+    drive(&mut fleet, arrivals, end_s, &mut [], |n| {
+        if let Some((_, _, t)) = n.finished()
+            && let inferscale_engine::fleet::Notice::Engine(e) = n
+        {
+            finished(e.event.arrival, t);
+        }
+    });
+    Ok(fleet)
+}
+
+/// What one replica of `base` serves per second while its queue never empties: the
+/// requests it finishes over ten minutes under twice `capacity_rps`, after two minutes in
+/// which the queue builds. A run's saturated steps are a minute each, so their throughput
+/// is the replica's with a short queue; a step's backlog is hundreds of seconds deep, and
+/// an engine whose KV cache is then full (preempting, recomputing) serves it slower.
+pub fn backlogged_rps(base: &Setup, capacity_rps: f64) -> Result<f64, RehearseError> {
+    let (warm, span) = (120.0, 600.0);
+    let mut done = 0u64;
+    one_replica(base, 2.0 * capacity_rps.max(0.01), warm + span, |_, t| {
+        done += u64::from(t >= warm);
+    })?;
+    Ok((done as f64 / span).max(0.01 * capacity_rps))
+}
+
 /// How one replica fares at a steady `rps` (Poisson), after a minute of warm-up: the share
 /// of requests within `slo_s` over ten minutes (those still running late at the end count
 /// as missed).
 fn steady_attainment(base: &Setup, rps: f64, slo_s: f64) -> Result<f64, RehearseError> {
-    let mut fleet = Fleet::new(base.engine.clone(), 1, base.routing)?;
-    fleet.set_token_events(false);
-    fleet.record_histograms(&[]);
     let (warm, span) = (60.0, 600.0);
     let end = warm + span;
-    let spec = base.request;
-    let mut prompts = base.prompts.clone();
-    let traffic = Traffic::constant(rps);
-    let arrivals = traffic.arrivals(end, mix(&[base.seed, 0x636170])).map(|t| {
-        let p = prompts
-            .as_mut()
-            .map_or_else(|| Prompt::from(spec), PromptCycle::next_prompt);
-        (t, p)
-    });
     let (mut judged, mut within) = (0u64, 0u64);
-    drive(&mut fleet, arrivals, end, &mut [], |n| {
-        if let Some((_, _, t)) = n.finished()
-            && let inferscale_engine::fleet::Notice::Engine(e) = n
-            && e.event.arrival >= warm
-        {
+    let fleet = one_replica(base, rps, end, |arrival, t| {
+        if arrival >= warm {
             judged += 1;
-            within += u64::from(t - e.event.arrival <= slo_s);
+            within += u64::from(t - arrival <= slo_s);
         }
-    });
+    })?;
     let late = fleet
         .replicas()
         .iter()
@@ -329,9 +362,9 @@ pub struct TuneSetup {
     pub options: Options,
     /// The share of requests that must meet the SLO outside the transients (0.99).
     pub attainment: f64,
-    /// One replica's capacity, req/s (the suite's unit, and what a warm replica serves while
-    /// a step's backlog drains): the measured saturation throughput, or the capacity at the
-    /// SLO when the run never saturated.
+    /// One replica's capacity, req/s (the suite's unit; a step's backlog drains at
+    /// [`backlogged_rps`], measured here): the measured saturation throughput, or the
+    /// capacity at the SLO when the run never saturated.
     pub capacity_rps: f64,
     /// The replica's capacity at the SLO when the caller found it already
     /// ([`capacity_at_slo`]); `None`: found here.
@@ -572,6 +605,8 @@ pub type MakeExporters<'a> = &'a dyn Fn() -> Box<dyn Exporters>;
 struct Tuner<'a> {
     ts: &'a TuneSetup,
     capacity_slo: f64,
+    /// [`backlogged_rps`].
+    backlogged: f64,
     make: MakeExporters<'a>,
     progress: &'a mut dyn FnMut(&str),
     rehearsals: usize,
@@ -616,8 +651,11 @@ impl Tuner<'_> {
             &trace.traffic.warmed(WARM_S),
             out,
             self.ts.startup_s,
-            self.ts.capacity_rps,
-            self.capacity_slo,
+            Rates {
+                capacity_rps: self.ts.capacity_rps,
+                backlogged_rps: self.backlogged,
+                slo_rps: self.capacity_slo,
+            },
             WARM_S,
         )
     }
@@ -863,9 +901,14 @@ pub fn tune(
         capacity_slo / ts.capacity_rps * 100.0,
         ts.capacity_rps
     ));
+    let backlogged = backlogged_rps(&ts.base, ts.capacity_rps)?;
+    progress(&format!(
+        "  a replica whose queue never empties serves {backlogged:.2} req/s (what a step's backlog builds and drains at)"
+    ));
     let mut tuner = Tuner {
         ts,
         capacity_slo,
+        backlogged,
         make,
         progress,
         rehearsals: 0,

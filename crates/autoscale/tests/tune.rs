@@ -7,7 +7,7 @@ use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::Primary;
 use inferscale_autoscale::rehearse::{Client, Exporters};
 use inferscale_autoscale::traffic::Traffic;
-use inferscale_autoscale::tune::{Trace, TuneSetup, tune};
+use inferscale_autoscale::tune::{Trace, TuneSetup, backlogged_rps, tune};
 
 fn thresholds() -> Thresholds {
     let path = concat!(
@@ -148,4 +148,23 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
             a.trace
         );
     }
+}
+
+#[test]
+fn a_backlogged_replica_serves_what_its_engine_does_with_a_full_queue() {
+    let t = thresholds();
+    let c = t.capacity_rps.unwrap_or_else(|| unreachable!());
+    let base = common::setup(3600.0);
+    let b = backlogged_rps(&base, c).unwrap_or_else(|e| panic!("{e}"));
+    // Offered twice the capacity, it finishes less than it is offered and about what the
+    // run measured saturated (its minute-long steps were backlogged too).
+    assert!(
+        b < 1.5 * c && b > 0.7 * c,
+        "{b} req/s against a capacity of {c}"
+    );
+    // The same seed, the same arrivals: the same answer.
+    assert_eq!(
+        backlogged_rps(&base, c).unwrap_or_else(|e| panic!("{e}")),
+        b
+    );
 }

@@ -142,7 +142,14 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
             eprintln!("  {label}: {:.0} h simulated", t / 3600.0);
         })?;
         if let Some(c) = capacity {
-            crate::job::rehearse::set_apart(&mut out, &traffic, startup, c, setup.judge_from_s);
+            let backlogged = inferscale_autoscale::tune::backlogged_rps(&setup, c)?;
+            crate::job::rehearse::set_apart(
+                &mut out,
+                &traffic,
+                startup,
+                (c, backlogged),
+                setup.judge_from_s,
+            );
         }
         eprintln!("  done in {:.1} s", started.elapsed().as_secs_f64());
         outcomes.push((label, out));

@@ -361,22 +361,21 @@ pub(crate) fn set_apart(
     out: &mut Outcome,
     traffic: &Traffic,
     startup_s: f64,
-    capacity_rps: f64,
+    (capacity_rps, backlogged_rps): (f64, f64),
     from_s: f64,
 ) {
-    // The capacity at the SLO is not known here: the capacity stands for it (a little
-    // fewer replicas sharing the arrivals: a slightly longer transient).
-    let windows: Vec<Window> = inferscale_autoscale::rehearse::start_up_transients(
-        traffic,
-        out,
-        startup_s,
+    // The capacity at the SLO is not known here: what a backlogged replica serves stands
+    // for it (a little fewer replicas sharing the arrivals: a slightly longer transient).
+    let rates = inferscale_autoscale::rehearse::Rates {
         capacity_rps,
-        capacity_rps,
-        0.0,
-    )
-    .into_iter()
-    .map(|(w, _)| w)
-    .collect();
+        backlogged_rps,
+        slo_rps: backlogged_rps.min(capacity_rps),
+    };
+    let windows: Vec<Window> =
+        inferscale_autoscale::rehearse::start_up_transients(traffic, out, startup_s, rates, 0.0)
+            .into_iter()
+            .map(|(w, _)| w)
+            .collect();
     out.set_apart(&windows, from_s);
 }
 
@@ -492,7 +491,8 @@ pub(crate) fn standard(
         let mut sim =
             FleetExporters::new(&setup.engine, model_name).speaking(speaks(&keda, &rules)?);
         let mut out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
-        set_apart(&mut out, &traffic, startup, capacity, 0.0);
+        let backlogged = inferscale_autoscale::tune::backlogged_rps(&setup, capacity)?;
+        set_apart(&mut out, &traffic, startup, (capacity, backlogged), 0.0);
         labelled.push((label, out));
     }
     let mut shape =
