@@ -36,6 +36,7 @@ use inferscale_manifests::{Options, karpenter, keda as generated};
 use inferscale_rng::mix;
 use serde::Serialize;
 
+use crate::external::decide::TREND_WINDOW_S;
 use crate::keda::KedaSpec;
 use crate::rehearse::{
     Client, Exporters, Outcome, Outcomes, REACTION_S, Rates, RehearseError, Setup, Window,
@@ -594,10 +595,16 @@ pub enum TuneError {
     NoTraces,
 }
 
-/// Every trace is rehearsed after a warm-in this long at its first rate, seconds: the
-/// verdict counts from there, as for a deployment that had been running (the controllers'
-/// windows full, the replicas the policy keeps at that rate ready).
-pub const WARM_S: f64 = 600.0;
+/// Every trace is rehearsed after a warm-in at its first rate, seconds: the verdict counts
+/// from there, as for a deployment that had been running (the controllers' windows full,
+/// the replicas the policy keeps at that rate ready). At least ten minutes, and long
+/// enough that the line through the last five minutes has its samples, a scale-down
+/// window of one start-up (five minutes at least) has passed after them, and two
+/// reactions more: what a cold start's first minutes asked for is gone by then.
+pub fn warm_s(startup_s: f64) -> f64 {
+    let down = startup_s.max(300.0);
+    (TREND_WINDOW_S + down + 2.0 * REACTION_S).max(600.0).ceil()
+}
 
 /// Something that makes the replicas' exporters for one rehearsal.
 pub type MakeExporters<'a> = &'a dyn Fn() -> Box<dyn Exporters>;
@@ -607,6 +614,8 @@ struct Tuner<'a> {
     capacity_slo: f64,
     /// [`backlogged_rps`].
     backlogged: f64,
+    /// [`warm_s`] of the start-up.
+    warm_s: f64,
     make: MakeExporters<'a>,
     progress: &'a mut dyn FnMut(&str),
     rehearsals: usize,
@@ -648,7 +657,7 @@ impl Tuner<'_> {
 
     fn transients(&self, trace: &Trace, out: &Outcome) -> Vec<(Window, u32)> {
         start_up_transients(
-            &trace.traffic.warmed(WARM_S),
+            &trace.traffic.warmed(self.warm_s),
             out,
             self.ts.startup_s,
             Rates {
@@ -656,7 +665,7 @@ impl Tuner<'_> {
                 backlogged_rps: self.backlogged,
                 slo_rps: self.capacity_slo,
             },
-            WARM_S,
+            self.warm_s,
         )
     }
 
@@ -676,8 +685,8 @@ impl Tuner<'_> {
         let n0 = replicas_for(trace.traffic.rate_at(0.0), self.capacity_slo)
             .max(r.min_replicas)
             .min(r.keda.hpa.max);
-        setup.duration_s = trace.duration_s + WARM_S;
-        setup.judge_from_s = WARM_S;
+        setup.duration_s = trace.duration_s + self.warm_s;
+        setup.judge_from_s = self.warm_s;
         setup.initial_replicas = n0;
         setup.cluster.initial_nodes = n0.div_ceil(setup.cluster.pods_per_node());
         setup.cluster.consolidate_after_s = r.consolidate_after_s;
@@ -685,7 +694,7 @@ impl Tuner<'_> {
         if let Some(p) = &trace.prompts {
             setup.prompts = Some(p.clone());
         }
-        let traffic = trace.traffic.warmed(WARM_S);
+        let traffic = trace.traffic.warmed(self.warm_s);
         let mut exporters = (self.make)();
         let out = rehearse(&setup, &r.keda, &traffic, exporters.as_mut(), &mut |_| {})?;
         self.rehearsals += 1;
@@ -719,7 +728,7 @@ impl Tuner<'_> {
         let windows = self.transients(trace, out);
         let spans: Vec<Window> = windows.iter().map(|(w, _)| w.clone()).collect();
         let share = |(n, w): (u64, u64)| if n == 0 { 1.0 } else { w as f64 / n as f64 };
-        let outside = share(out.judged_outside(&spans, WARM_S));
+        let outside = share(out.judged_outside(&spans, self.warm_s));
         let mut why = Vec::new();
         if outside < self.ts.attainment {
             why.push(format!(
@@ -741,15 +750,15 @@ impl Tuner<'_> {
             .map(|(window, ready_before)| {
                 let ready_before = *ready_before;
                 let needed = replicas_for(
-                    trace.traffic.rate_at(window.from_s - WARM_S + 1.0),
+                    trace.traffic.rate_at(window.from_s - self.warm_s + 1.0),
                     self.capacity_slo,
                 );
                 let warm = needed.saturating_sub(ready_before);
                 let (judged, within) = out.judged_inside(window);
                 TransientVerdict {
                     window: Window {
-                        from_s: window.from_s - WARM_S,
-                        to_s: window.to_s - WARM_S,
+                        from_s: window.from_s - self.warm_s,
+                        to_s: window.to_s - self.warm_s,
                         why: window.why.clone(),
                     },
                     requests: judged,
@@ -779,10 +788,10 @@ impl Tuner<'_> {
             replicas: out
                 .timeline
                 .iter()
-                .filter(|r| (r.time_s % 60.0).abs() < 1e-6 && r.time_s >= WARM_S)
+                .filter(|r| (r.time_s % 60.0).abs() < 1e-6 && r.time_s >= self.warm_s)
                 .map(|r| {
                     [
-                        r.time_s - WARM_S,
+                        r.time_s - self.warm_s,
                         f64::from(r.desired_replicas),
                         f64::from(r.ready_replicas),
                     ]
@@ -909,6 +918,7 @@ pub fn tune(
         ts,
         capacity_slo,
         backlogged,
+        warm_s: warm_s(ts.startup_s),
         make,
         progress,
         rehearsals: 0,
@@ -919,43 +929,62 @@ pub fn tune(
 
     let mut candidates: Vec<Evaluated> = Vec::new();
     let mut best: Option<usize> = None;
+    // The arrival rate counts finished requests: not offered for an engine that counts none
+    // (llama.cpp).
+    let counts_requests = ts
+        .options
+        .engine
+        .serves(inferscale_catalog::Signal::RequestsOk);
+    let mut primaries = vec![Primary::InFlight];
+    if counts_requests {
+        primaries.push(Primary::ArrivalRate);
+    }
     (tuner.progress)(
-        "requests in flight, anticipated a start-up ahead, from the highest utilisation down:",
+        "requests in flight, then arrivals, anticipated a start-up ahead, from the highest utilisation down:",
     );
     let room = ts.options.max_replicas;
+    // At each utilisation the requests in flight first, then the arrival rate: an engine
+    // whose latency grows with its batch holds more in flight per request at a higher load,
+    // so the in-flight count is not proportional to the load, and the HPA's proportional
+    // step over- or under-shoots on it (a scale-in at a light load per pod lands the rest
+    // past the target); the arrival rate is proportional to the load on any engine.
     'search: for u in UTILISATIONS {
-        for max in [room, 2 * room] {
-            let mut p = tuner.policy(Primary::InFlight, u, true);
-            p.max_replicas = Some(max);
-            let what = if max == room {
-                String::new()
-            } else {
-                format!(", up to {max} replicas")
-            };
-            let r = tuner.runnable(Tuner::label(&p, &what), Some(p))?;
-            let e = tuner.evaluate(&r, &ts.suite, true)?;
-            // More room only helps drain a step's backlog faster (the old replicas then
-            // take a smaller share of new arrivals): worth a try only when a step failed.
-            let step_failed = !e.complete
-                && e.results.last().is_some_and(|r| {
-                    ts.suite
-                        .iter()
-                        .find(|t| t.name == r.trace)
-                        .is_some_and(|t| !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty())
-                });
-            candidates.push(e);
-            let i = candidates.len() - 1;
-            if better(&candidates, best, i) {
-                best = Some(i);
-                break 'search;
-            }
-            if !step_failed {
-                break;
+        for &primary in &primaries {
+            for max in [room, 2 * room] {
+                let mut p = tuner.policy(primary, u, true);
+                p.max_replicas = Some(max);
+                let what = if max == room {
+                    String::new()
+                } else {
+                    format!(", up to {max} replicas")
+                };
+                let r = tuner.runnable(Tuner::label(&p, &what), Some(p))?;
+                let e = tuner.evaluate(&r, &ts.suite, true)?;
+                // More room only helps drain a step's backlog faster (the old replicas then
+                // take a smaller share of new arrivals): worth a try only when a step failed.
+                let step_failed = !e.complete
+                    && e.results.last().is_some_and(|r| {
+                        ts.suite
+                            .iter()
+                            .find(|t| t.name == r.trace)
+                            .is_some_and(|t| {
+                                !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty()
+                            })
+                    });
+                candidates.push(e);
+                let i = candidates.len() - 1;
+                if better(&candidates, best, i) {
+                    best = Some(i);
+                    break 'search;
+                }
+                if !step_failed {
+                    break;
+                }
             }
         }
     }
-    // At the utilisation that held (or the lowest tried): without anticipation, the arrival
-    // rate, and the cost trims of the best so far.
+    // At the utilisation that held (or the lowest tried): the signals not tried there
+    // (without anticipation, the other primary), and the cost trims of the best so far.
     let u_star = best
         .and_then(|b| candidates[b].policy.as_ref().and_then(|p| p.utilisation))
         .unwrap_or(UTILISATIONS[UTILISATIONS.len() - 1]);
@@ -963,17 +992,8 @@ pub fn tune(
     let room_star = best
         .and_then(|b| candidates[b].policy.as_ref().and_then(|p| p.max_replicas))
         .unwrap_or(room);
-    let mut others = vec![
-        tuner.policy(Primary::InFlight, u_star, false),
-        tuner.policy(Primary::ArrivalRate, u_star, true),
-    ];
-    // The arrival rate counts finished requests: not offered for an engine that counts none
-    // (llama.cpp).
-    let counts_requests = ts
-        .options
-        .engine
-        .serves(inferscale_catalog::Signal::RequestsOk);
-    others.retain(|p| p.primary != Primary::ArrivalRate || counts_requests);
+    let mut others = vec![tuner.policy(Primary::InFlight, u_star, false)];
+    others.extend(primaries.iter().map(|&p| tuner.policy(p, u_star, true)));
     if ts.gateway && ts.options.scaler == inferscale_manifests::ScalerKind::Prometheus {
         others.push(tuner.policy(Primary::GatewayInFlight, u_star, true));
         if ts.thresholds.workload.prompt_tokens_mean.is_some() {
@@ -983,6 +1003,11 @@ pub fn tune(
     for p in &mut others {
         p.max_replicas = Some(room_star);
     }
+    others.retain(|p| {
+        !candidates
+            .iter()
+            .any(|c| c.policy.as_ref().is_some_and(|q| same(p, q)))
+    });
     for p in others.drain(..) {
         let r = tuner.runnable(Tuner::label(&p, ""), Some(p))?;
         candidates.push(tuner.evaluate(&r, &ts.suite, true)?);
