@@ -1922,9 +1922,10 @@ pub(crate) struct RehearseArgs {
     /// Warm-up before the readiness probe passes.
     #[arg(long, value_name = "DELAY", default_value = "0s")]
     pub(crate) warmup: String,
-    /// GPUs per node (pods per node = this / the profile's tensor-parallel size).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub(crate) gpus_per_node: u32,
+    /// GPUs per node (pods per node = this / the profile's tensor-parallel size) [default:
+    /// the profile's tensor-parallel size, one replica a node]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) gpus_per_node: Option<u32>,
     /// Karpenter's consolidateAfter: how long a node stays empty before it goes.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub(crate) consolidate_after: Duration,

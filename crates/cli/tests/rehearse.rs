@@ -303,3 +303,35 @@ fn a_shapes_prompts_reach_the_rehearsed_replicas_prefix_caches() {
     let hit = s["prefix_cache_hit_rate"].as_f64().unwrap();
     assert!(hit > 0.6, "the trace implies 77.5 %: {hit}");
 }
+
+#[test]
+fn a_multi_gpu_profile_gets_a_node_that_holds_a_replica_unless_told_otherwise() {
+    // The 70B's replicas need four GPUs: by default a node holds one replica.
+    let plain = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so()])
+        .args(["--profile", "h100-llama-3.1-70b-tp4"])
+        .args(["--pattern", "hold:100@5m", "--duration", "10m", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
+    assert!(s["max_nodes"].as_u64() >= Some(1), "{s:#}");
+    // A node too small for one replica is named, with what the profile needs.
+    let small = inferscale()
+        .args(["rehearse", "--scaledobject", &seeds_so()])
+        .args([
+            "--profile",
+            "h100-llama-3.1-70b-tp4",
+            "--gpus-per-node",
+            "2",
+        ])
+        .args(["--pattern", "hold:100@5m"])
+        .output()
+        .unwrap();
+    assert_ne!(small.status.code(), Some(0));
+    let e = stderr(&small);
+    assert!(
+        e.contains("--gpus-per-node 2") && e.contains("need 4 GPUs each"),
+        "{e}"
+    );
+}

@@ -122,7 +122,7 @@ pub(crate) fn run(a: &RehearseArgs) -> Result<ExitCode> {
     if setup.cluster.gpus_per_pod > setup.cluster.gpus_per_node {
         bail!(
             "--gpus-per-node {}: the profile's replicas need {} GPUs each",
-            a.gpus_per_node,
+            setup.cluster.gpus_per_node,
             setup.cluster.gpus_per_pod
         );
     }
@@ -222,6 +222,9 @@ fn setup_of(
         Some(p) => read_rules(p)?,
         None => (Vec::new(), None),
     };
+    let gpus_per_node = a
+        .gpus_per_node
+        .unwrap_or(engine.tensor_parallel_size.max(1));
     let setup = Setup {
         request: crate::job::replica::request(a.prompt_tokens, a.max_tokens, thresholds),
         prompts: None,
@@ -246,7 +249,7 @@ fn setup_of(
         rule_interval_s: group_interval.unwrap_or(secs(a.rule_interval)),
         step_s: 15.0,
         cluster: ClusterSpec {
-            gpus_per_node: a.gpus_per_node,
+            gpus_per_node,
             gpus_per_pod: engine.tensor_parallel_size.max(1),
             node_provisioning: delay("node-provisioning", &a.node_provisioning)?,
             image_pull: delay("image-pull", &a.image_pull)?,
@@ -256,7 +259,7 @@ fn setup_of(
             do_not_disrupt: a.do_not_disrupt,
             initial_nodes: a
                 .initial_replicas
-                .div_ceil((a.gpus_per_node / engine.tensor_parallel_size.max(1)).max(1)),
+                .div_ceil((gpus_per_node / engine.tensor_parallel_size.max(1)).max(1)),
         },
         rules,
         client: crate::job::replica::client(&a.clients),
