@@ -155,6 +155,11 @@ pub struct Policy {
     pub consolidate_after_s: u32,
     /// The per-replica capacity the targets were derived from, req/s.
     pub capacity_rps: f64,
+    /// For the arrival rate on an engine that counts no finished requests (llama.cpp): the
+    /// measured mean output tokens of a request, what its generated-token counter is
+    /// divided by to count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_mean: Option<f64>,
     /// Set when `inferscale tune` chose it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned: Option<Tuned>,
@@ -347,6 +352,10 @@ impl Policy {
             },
             consolidate_after_s: consolidate,
             capacity_rps,
+            output_tokens_mean: (primary == Primary::ArrivalRate)
+                .then_some(t.workload.output_tokens_mean)
+                .flatten()
+                .filter(|k| *k > 0.0),
             tuned: None,
             reasons,
         }

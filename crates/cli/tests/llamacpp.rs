@@ -271,7 +271,7 @@ fn a_real_llama_server_is_measured_and_every_generated_query_reads_it() {
 
     // check on this setup: every check passes but two a CPU server cannot pass — no GPU, so
     // no DCGM exporter; and the scale cycle, which the rehearsal judges against an SLO of
-    // this tiny model's (a tenth of a second), which no policy held.
+    // this tiny model's (a fifth of a second) on a replica calibrated from ten-second steps.
     let o = inferscale()
         .args([
             "check",

@@ -69,12 +69,22 @@ pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
     }
 }
 
+/// For the arrival rate on an engine that counts no finished requests: the tokens a
+/// request generates on average, what its generated-token counter is divided by.
+pub fn counted_by_tokens(p: &Policy, o: &Options) -> Option<f64> {
+    p.output_tokens_mean
+        .filter(|_| !o.engine.serves(inferscale_catalog::Signal::RequestsOk))
+}
+
 /// The primary trigger's query for a policy.
 pub fn primary_query(p: &Policy, o: &Options) -> String {
     let sel = o.sel();
     match p.primary {
         Primary::InFlight => promql::in_flight(&sel),
-        Primary::ArrivalRate => promql::arrival_rate(&sel, ARRIVAL_WINDOW_S),
+        Primary::ArrivalRate => match counted_by_tokens(p, o) {
+            Some(k) => promql::arrival_rate_by_tokens(&sel, ARRIVAL_WINDOW_S, k),
+            None => promql::arrival_rate(&sel, ARRIVAL_WINDOW_S),
+        },
         Primary::Queue => queue_query(o),
         Primary::GatewayInFlight => promql::epp_in_flight(&o.namespace, &o.deployment),
         Primary::GatewayTokens => promql::epp(
@@ -187,7 +197,10 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
             "type",
             match p.primary {
                 Primary::InFlight => "Primary trigger: requests in flight (running + waiting), summed over the model's pods.".to_owned(),
-                Primary::ArrivalRate => "Primary trigger: requests arriving per second, summed over the model's pods.".to_owned(),
+                Primary::ArrivalRate => match counted_by_tokens(p, o) {
+                    Some(k) => format!("Primary trigger: requests arriving per second, summed over the model's pods. {} counts no finished requests: they are its generated tokens per second over the {k:.2} tokens a measured request generated on average.", o.engine.title()),
+                    None => "Primary trigger: requests arriving per second, summed over the model's pods.".to_owned(),
+                },
                 Primary::Queue => queue_comment(o),
                 Primary::GatewayInFlight => "Primary trigger: requests in flight at the inference gateway (its endpoint picker, llm-d's router, for the InferencePool named as the Deployment): dispatched and not finished, plus held by its flow control.".to_owned(),
                 Primary::GatewayTokens => "Primary trigger: the inference gateway's token backlog (its endpoint picker's in-flight load producer): uncached prompt tokens dispatched and not finished, summed over the pool's endpoints.".to_owned(),

@@ -216,6 +216,20 @@ pub fn arrival_rate(sel: &Sel, window_s: u32) -> String {
     )
 }
 
+/// [`arrival_rate`] for an engine that counts no finished requests (llama.cpp): the
+/// generated tokens per second over the `tokens_per_request` a request generates on average
+/// (what finished), plus the growth of what is in flight.
+pub fn arrival_rate_by_tokens(sel: &Sel, window_s: u32, tokens_per_request: f64) -> String {
+    let w = format!("{}m", window_s / 60);
+    format!(
+        "sum({}) / {:.2}\n+ (sum({}) + sum({})) / {window_s}",
+        rate(Signal::GenerationTokens, sel, &w),
+        tokens_per_request.max(0.01),
+        delta(Signal::Running, sel, &w),
+        delta(Signal::QueueDepth, sel, &w)
+    )
+}
+
 /// `expr` (one series) predicted `horizon_s` seconds ahead by a straight line through its
 /// last five minutes (sampled every 15 s, a Prometheus scrape): `predict_linear` over a
 /// subquery, once the window holds four minutes of samples; before (a deployment that just

@@ -631,3 +631,33 @@ fn the_external_trigger_names_a_non_vllm_engine_and_only_what_it_serves() {
         assert_eq!(meta["engine"].as_str(), named, "{engine}: {meta}");
     }
 }
+
+#[test]
+fn the_arrival_rate_on_an_engine_that_counts_no_requests_counts_its_tokens() {
+    use inferscale_analysis::scaling::{Policy, Primary};
+    use inferscale_catalog::Engine;
+    let t = thresholds();
+    let k = t.workload.output_tokens_mean.unwrap();
+    let p = Policy::derive(&t, Primary::ArrivalRate, 0.9, 50.0, 270.0, 1);
+    assert_eq!(p.output_tokens_mean, Some(k));
+    let mut o = options();
+    o.policy = Some(p.clone());
+    // vLLM counts finished requests: its counter, not its tokens.
+    let q = inferscale_manifests::keda::primary_query(&p, &o);
+    assert!(q.contains("vllm:request_success_total"), "{q}");
+    assert!(!q.contains("generation_tokens"), "{q}");
+    // llama.cpp counts none: its generated tokens over the measured mean output.
+    o.engine = Engine::LlamaCpp;
+    let q = inferscale_manifests::keda::primary_query(&p, &o);
+    assert!(q.contains("llamacpp:tokens_predicted_total"), "{q}");
+    assert!(q.contains(&format!("/ {k:.2}")), "{q}");
+    let parsed = inferscale_promql::Query::parse(&q).unwrap_or_else(|e| panic!("{q}: {e}"));
+    for name in parsed.metric_names() {
+        assert!(name.starts_with("llamacpp:"), "{name} in {q}");
+    }
+    // Without a measured mean output there is nothing to count them from.
+    let mut bare = p;
+    bare.output_tokens_mean = None;
+    let q = inferscale_manifests::keda::primary_query(&bare, &o);
+    assert!(!q.contains("tokens_predicted"), "{q}");
+}

@@ -77,10 +77,20 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
         && p.primary == inferscale_analysis::scaling::Primary::ArrivalRate
         && !o.engine.serves(inferscale_catalog::Signal::RequestsOk)
     {
-        return Err(anyhow!(
-            "--signal arrival-rate counts finished requests, which {} does not serve: use --signal in-flight",
-            o.engine.title()
-        ));
+        // Counted from the generated tokens instead, with the Prometheus scaler (the
+        // external scaler reads the request counter) and a measured mean output.
+        if o.scaler == inferscale_manifests::ScalerKind::External {
+            return Err(anyhow!(
+                "--signal arrival-rate with --scaler external counts finished requests, which {} does not serve: use --scaler prometheus (it counts them from the generated tokens) or --signal in-flight",
+                o.engine.title()
+            ));
+        }
+        if p.output_tokens_mean.is_none() {
+            return Err(anyhow!(
+                "--signal arrival-rate: {} counts no finished requests, and the thresholds have no measured mean output length to count them from its generated tokens: use --signal in-flight",
+                o.engine.title()
+            ));
+        }
     }
     if let Some(p) = &o.policy
         && p.primary.at_gateway()
