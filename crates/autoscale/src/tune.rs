@@ -929,18 +929,13 @@ pub fn tune(
 
     let mut candidates: Vec<Evaluated> = Vec::new();
     let mut best: Option<usize> = None;
-    // The arrival rate counts finished requests; for an engine that counts none (llama.cpp)
-    // the Prometheus scaler counts them from the generated tokens over the measured mean
-    // output, and the external scaler cannot.
-    let engine = ts.options.engine;
-    let counts_requests = engine.serves(inferscale_catalog::Signal::RequestsOk)
-        || (ts.options.scaler == inferscale_manifests::ScalerKind::Prometheus
-            && engine.serves(inferscale_catalog::Signal::GenerationTokens)
-            && ts
-                .thresholds
-                .workload
-                .output_tokens_mean
-                .is_some_and(|k| k > 0.0));
+    // The arrival rate where it can be counted (from the finished requests, or on an engine
+    // that counts none from its generated tokens).
+    let counts_requests = inferscale_manifests::keda::arrivals_counted(
+        &ts.options,
+        ts.thresholds.workload.output_tokens_mean,
+    )
+    .is_ok();
     let mut primaries = vec![Primary::InFlight];
     if counts_requests {
         primaries.push(Primary::ArrivalRate);

@@ -69,6 +69,34 @@ pub fn scale_down_window_s(t: &Thresholds, o: &Options) -> u32 {
     }
 }
 
+/// Why the arrival rate cannot be counted on a setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncounted {
+    /// The engine counts no finished requests and the external scaler reads only that.
+    ByTheExternalScaler,
+    /// The engine counts no finished requests and no mean output length was measured to
+    /// count them from its generated tokens.
+    NoMeanOutput,
+}
+
+/// Whether the arrival rate can be counted on `o`'s engine and scaler: from the finished
+/// requests, or (the Prometheus scaler, an engine that counts none but its generated
+/// tokens) from those tokens over the measured `output_tokens_mean`.
+pub fn arrivals_counted(o: &Options, output_tokens_mean: Option<f64>) -> Result<(), Uncounted> {
+    use inferscale_catalog::Signal;
+    if o.engine.serves(Signal::RequestsOk) {
+        Ok(())
+    } else if o.scaler == crate::ScalerKind::External {
+        Err(Uncounted::ByTheExternalScaler)
+    } else if output_tokens_mean.is_some_and(|k| k > 0.0)
+        && o.engine.serves(Signal::GenerationTokens)
+    {
+        Ok(())
+    } else {
+        Err(Uncounted::NoMeanOutput)
+    }
+}
+
 /// For the arrival rate on an engine that counts no finished requests: the tokens a
 /// request generates on average, what its generated-token counter is divided by.
 pub fn counted_by_tokens(p: &Policy, o: &Options) -> Option<f64> {

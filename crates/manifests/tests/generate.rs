@@ -660,4 +660,15 @@ fn the_arrival_rate_on_an_engine_that_counts_no_requests_counts_its_tokens() {
     bare.output_tokens_mean = None;
     let q = inferscale_manifests::keda::primary_query(&bare, &o);
     assert!(!q.contains("tokens_predicted"), "{q}");
+    // Where they can be counted, and why not elsewhere.
+    use inferscale_manifests::keda::{Uncounted, arrivals_counted};
+    assert_eq!(arrivals_counted(&o, Some(k)), Ok(()));
+    assert_eq!(arrivals_counted(&o, None), Err(Uncounted::NoMeanOutput));
+    o.scaler = inferscale_manifests::ScalerKind::External;
+    assert_eq!(
+        arrivals_counted(&o, Some(k)),
+        Err(Uncounted::ByTheExternalScaler)
+    );
+    o.engine = Engine::Vllm;
+    assert_eq!(arrivals_counted(&o, None), Ok(()));
 }

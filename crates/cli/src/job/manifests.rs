@@ -75,21 +75,22 @@ pub(crate) fn options(t: &Thresholds, c: &ClusterArgs) -> Result<Options> {
     o.policy = policy(t, c.signal, &o);
     if let Some(p) = &o.policy
         && p.primary == inferscale_analysis::scaling::Primary::ArrivalRate
-        && !o.engine.serves(inferscale_catalog::Signal::RequestsOk)
     {
-        // Counted from the generated tokens instead, with the Prometheus scaler (the
-        // external scaler reads the request counter) and a measured mean output.
-        if o.scaler == inferscale_manifests::ScalerKind::External {
-            return Err(anyhow!(
-                "--signal arrival-rate with --scaler external counts finished requests, which {} does not serve: use --scaler prometheus (it counts them from the generated tokens) or --signal in-flight",
-                o.engine.title()
-            ));
-        }
-        if p.output_tokens_mean.is_none() {
-            return Err(anyhow!(
-                "--signal arrival-rate: {} counts no finished requests, and the thresholds have no measured mean output length to count them from its generated tokens: use --signal in-flight",
-                o.engine.title()
-            ));
+        use inferscale_manifests::keda::{Uncounted, arrivals_counted};
+        match arrivals_counted(&o, p.output_tokens_mean) {
+            Ok(()) => {}
+            Err(Uncounted::ByTheExternalScaler) => {
+                return Err(anyhow!(
+                    "--signal arrival-rate with --scaler external counts finished requests, which {} does not serve: use --scaler prometheus (it counts them from the generated tokens) or --signal in-flight",
+                    o.engine.title()
+                ));
+            }
+            Err(Uncounted::NoMeanOutput) => {
+                return Err(anyhow!(
+                    "--signal arrival-rate: {} counts no finished requests, and the thresholds have no measured mean output length to count them from its generated tokens: use --signal in-flight",
+                    o.engine.title()
+                ));
+            }
         }
     }
     if let Some(p) = &o.policy
