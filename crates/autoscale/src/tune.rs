@@ -828,6 +828,60 @@ impl Tuner<'_> {
         ))
     }
 
+    /// From the highest utilisation down, each of `primaries` anticipated a start-up ahead
+    /// (and with twice the `room` where only a step failed) until one holds: the index of the
+    /// first that does.
+    ///
+    /// At each utilisation the requests in flight first, then the arrival rate: an engine
+    /// whose latency grows with its batch holds more in flight per request at a higher load,
+    /// so the in-flight count is not proportional to the load, and the HPA's proportional
+    /// step over- or under-shoots on it (a scale-in at a light load per pod lands the rest
+    /// past the target); the arrival rate is proportional to the load on any engine.
+    fn search(
+        &mut self,
+        candidates: &mut Vec<Evaluated>,
+        primaries: &[Primary],
+        room: u32,
+    ) -> Result<Option<usize>, TuneError> {
+        let ts = self.ts;
+        for u in UTILISATIONS {
+            for &primary in primaries {
+                for max in [room, 2 * room] {
+                    let mut p = self.policy(primary, u, true);
+                    p.max_replicas = Some(max);
+                    let what = if max == room {
+                        String::new()
+                    } else {
+                        format!(", up to {max} replicas")
+                    };
+                    let r = self.runnable(Tuner::label(&p, &what), Some(p))?;
+                    let e = self.evaluate(&r, &ts.suite, true)?;
+                    // More room only helps drain a step's backlog faster (the old replicas
+                    // then take a smaller share of new arrivals): worth a try only when a
+                    // step failed.
+                    let step_failed = !e.complete
+                        && e.results.last().is_some_and(|r| {
+                            ts.suite
+                                .iter()
+                                .find(|t| t.name == r.trace)
+                                .is_some_and(|t| {
+                                    !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty()
+                                })
+                        });
+                    candidates.push(e);
+                    let i = candidates.len() - 1;
+                    if better(candidates, None, i) {
+                        return Ok(Some(i));
+                    }
+                    if !step_failed {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
     fn policy(&self, primary: Primary, u: f64, ahead: bool) -> Policy {
         let mut p = Policy::derive(
             &self.ts.thresholds,
@@ -928,7 +982,6 @@ pub fn tune(
     let seeds = tuner.evaluate(&seeds_run, &ts.suite, false)?;
 
     let mut candidates: Vec<Evaluated> = Vec::new();
-    let mut best: Option<usize> = None;
     // The arrival rate where it can be counted (from the finished requests, or on an engine
     // that counts none from its generated tokens).
     let counts_requests = inferscale_manifests::keda::arrivals_counted(
@@ -944,46 +997,7 @@ pub fn tune(
         "requests in flight, then arrivals, anticipated a start-up ahead, from the highest utilisation down:",
     );
     let room = ts.options.max_replicas;
-    // At each utilisation the requests in flight first, then the arrival rate: an engine
-    // whose latency grows with its batch holds more in flight per request at a higher load,
-    // so the in-flight count is not proportional to the load, and the HPA's proportional
-    // step over- or under-shoots on it (a scale-in at a light load per pod lands the rest
-    // past the target); the arrival rate is proportional to the load on any engine.
-    'search: for u in UTILISATIONS {
-        for &primary in &primaries {
-            for max in [room, 2 * room] {
-                let mut p = tuner.policy(primary, u, true);
-                p.max_replicas = Some(max);
-                let what = if max == room {
-                    String::new()
-                } else {
-                    format!(", up to {max} replicas")
-                };
-                let r = tuner.runnable(Tuner::label(&p, &what), Some(p))?;
-                let e = tuner.evaluate(&r, &ts.suite, true)?;
-                // More room only helps drain a step's backlog faster (the old replicas then
-                // take a smaller share of new arrivals): worth a try only when a step failed.
-                let step_failed = !e.complete
-                    && e.results.last().is_some_and(|r| {
-                        ts.suite
-                            .iter()
-                            .find(|t| t.name == r.trace)
-                            .is_some_and(|t| {
-                                !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty()
-                            })
-                    });
-                candidates.push(e);
-                let i = candidates.len() - 1;
-                if better(&candidates, best, i) {
-                    best = Some(i);
-                    break 'search;
-                }
-                if !step_failed {
-                    break;
-                }
-            }
-        }
-    }
+    let mut best = tuner.search(&mut candidates, &primaries, room)?;
     // At the utilisation that held (or the lowest tried): the signals not tried there
     // (without anticipation, the other primary), and the cost trims of the best so far.
     let u_star = best
