@@ -139,6 +139,10 @@ pub struct Policy {
     pub queue_booster: Option<u32>,
     /// The guardrail: p95 time in the queue over 2 minutes, seconds (`Value`), when on.
     pub guardrail_s: Option<f64>,
+    /// The most the guardrail multiplies the ready pods by in one decision (its p95 is read
+    /// up to this many times the threshold); `None`: unbounded, as the seeds' guardrail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail_ratio_max: Option<f64>,
     /// `minReplicaCount`.
     pub min_replicas: u32,
     /// `maxReplicaCount` the tuning needed room for (the suite's peak at a low
@@ -170,6 +174,14 @@ pub struct Policy {
 /// The utilisation a policy starts from before tuning: a fifth of a replica kept free, for
 /// the noise of Poisson arrivals and the minutes a new replica takes.
 pub const DEFAULT_UTILISATION: f64 = 0.8;
+
+/// The most a derived policy's guardrail multiplies the ready pods by in one decision: half
+/// as many again. A latency is not proportional to the pods missing: read as a `Value` it
+/// asks for `ready × p95 / threshold`, so a queue of a minute on one replica asks for every
+/// replica the room allows, which start a start-up later, when the proportional primary has
+/// already asked for what the load needs, and stay a scale-down window after the backlog
+/// they were asked for has drained.
+pub const GUARDRAIL_RATIO_MAX: f64 = 1.5;
 
 /// A new replica's start-up below which the scale-down window is still this long, seconds
 /// (the seeds' five minutes of calm before removing capacity).
@@ -322,6 +334,15 @@ impl Policy {
                 "{consolidate} s: an empty GPU node waits one scale-down window before Karpenter removes it, so a pod asked for again soon lands on a node that is up and skips the node's provisioning"
             ),
         );
+        let guardrail_ratio_max = (primary != Primary::Queue).then_some(GUARDRAIL_RATIO_MAX);
+        if let Some(r) = guardrail_ratio_max {
+            reasons.insert(
+                "guardrail_ratio_max".into(),
+                format!(
+                    "{r}: the guardrail asks for at most {r} times the ready pods in one decision. A latency is not proportional to the pods missing (a queue of a minute on one replica would ask for every replica the room allows); the primary counts what the load needs, the guardrail only nudges where it falls short"
+                ),
+            );
+        }
         reasons.insert(
             "min_replicas".into(),
             format!(
@@ -335,6 +356,7 @@ impl Policy {
             horizon_s: None,
             queue_booster: booster,
             guardrail_s: Some(t.scale_out.p95_queue_time_seconds),
+            guardrail_ratio_max,
             min_replicas: min_replicas.max(1),
             max_replicas: None,
             polling_s: 15,

@@ -1865,10 +1865,12 @@ fn verdict(
         .cloned()
         .collect();
     let first_out = events.iter().find(|e| e.to > e.from).map(|e| e.time_s);
+    // Back where it started (its floor, or the replicas the starting load kept): a load that
+    // returns to a rate needing two replicas is not expected to end on one.
     let cycle_completed = first_out.is_some_and(|t0| {
         events
             .iter()
-            .any(|e| e.time_s > t0 && e.to < e.from && e.to <= keda.hpa.min.max(1))
+            .any(|e| e.time_s > t0 && e.to < e.from && e.to <= base.max(1))
     });
     let recovered_s = first_out.and_then(|t0| {
         control

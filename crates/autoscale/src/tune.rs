@@ -917,7 +917,7 @@ impl Tuner<'_> {
 }
 
 /// The utilisations tried, from the cheapest down.
-pub const UTILISATIONS: [f64; 8] = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
+pub const UTILISATIONS: [f64; 9] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
 
 /// The complete candidates no other complete one beats on every objective at once (higher
 /// worst attainment, fewer GPU-hours, fewer steady flaps), cheapest first.

@@ -110,3 +110,23 @@ fn a_trigger_on_fixed_targets_cannot_be_rehearsed_and_says_why() {
     let e = KedaSpec::from_object(&so).expect_err("unknown key");
     assert_eq!(e.path, "spec.triggers[0].metadata.colour");
 }
+
+#[test]
+fn a_cycle_completes_when_it_returns_to_where_it_started_not_to_its_floor() {
+    // In flight at 100 per pod: 60 req/s × ~2.3 s holds two replicas busy, 130 three.
+    let keda = object(
+        "  minReplicaCount: 1\n  maxReplicaCount: 6\n  pollingInterval: 15\n  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleDown:\n          stabilizationWindowSeconds: 120\n  triggers:\n  - type: external\n    metadata:\n      scalerAddress: inferscale-scaler.llm.svc:9090\n      service: vllm\n      port: http\n      metric: desired_replicas\n      signal: in_flight\n      target: \"100\"\n",
+    );
+    let mut setup = common::setup(2400.0);
+    setup.initial_replicas = 2;
+    setup.cluster.initial_nodes = 2;
+    let traffic =
+        Traffic::from_csv("time_s,rps\n0,60\n300,130\n1200,60\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = common::sim(&setup.engine);
+    let out =
+        rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let s = &out.summary;
+    assert!(s.max_replicas >= 3, "{:?}", out.events);
+    assert_eq!(s.final_replicas, 2, "{:?}", out.events);
+    assert!(s.cycle_completed, "back at its two: {:?}", out.events);
+}

@@ -177,14 +177,31 @@ pub fn prometheus_trigger(
 
 const NULL_IS_AN_ERROR: &str = "An empty result is an error, not 0: the fallback below takes over.";
 
-fn guardrail_trigger(o: &Options, guard: f64, why: String) -> Option<Explained<Trigger>> {
+/// The guardrail trigger at `guard` seconds; with `ratio_max`, its p95 is read up to
+/// `ratio_max × guard` (`clamp_max`), so the HPA's `Value` proposal, `ready × p95 / guard`,
+/// is at most `ratio_max` times the ready pods.
+fn guardrail_trigger(
+    o: &Options,
+    guard: f64,
+    ratio_max: Option<f64>,
+    why: String,
+) -> Option<Explained<Trigger>> {
+    let q = guardrail_query(o)?;
+    let q = match ratio_max {
+        Some(r) => format!(
+            "clamp_max(\n  {},\n  {}\n)",
+            q.replace('\n', "\n  "),
+            fmt_num(r * guard)
+        ),
+        None => q,
+    };
     let mut e = Explained::new(
         "",
         prometheus_trigger(
             o,
             "queue-time-guardrail",
             "Value",
-            guardrail_query(o)?,
+            q,
             fmt_num(guard),
             Vec::new(),
         ),
@@ -271,10 +288,15 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
         triggers.extend(guardrail_trigger(
             o,
             g,
+            p.guardrail_ratio_max,
             format!(
-                "Guardrail: p95 time requests wait in {}'s queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.",
+                "Guardrail: p95 time requests wait in {}'s queue, {} s at most, as metricType Value\n(the HPA proposes ceil(ready pods x p95 / threshold): in proportion to how far over it\nis; a p95 fed as AverageValue would be divided by the replicas). 0, not NaN, when no\nrequest finished in the window.{}",
                 o.engine.title(),
-                fmt_num(g)
+                fmt_num(g),
+                p.guardrail_ratio_max.map_or(String::new(), |r| format!(
+                    "\nRead up to {} s, so it asks for at most {r} times the ready pods at once: a\nlatency is not proportional to the pods missing, the primary counts what the load needs.",
+                    fmt_num(r * g)
+                ))
             ),
         ));
     }
@@ -336,6 +358,9 @@ pub fn policy_external_scaled_object(
     if let Some(g) = guardrail_s {
         meta.push(("latencyMetric", "queue_time_p95".to_owned()));
         meta.push(("latencyTarget", format!("{}s", fmt_num(g))));
+        if let Some(r) = p.guardrail_ratio_max {
+            meta.push(("latencyMaxRatio", fmt_num(r)));
+        }
     }
     meta.extend(engine_meta(o));
     meta.push(("window", "2m".to_owned()));
@@ -362,9 +387,13 @@ pub fn policy_external_scaled_object(
             p.queue_booster
                 .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
             guardrail_s.map_or(String::new(), |g| format!(
-                " and, with the p95 queue time above {} s, ceil(pods x p95 / {})",
+                " and, with the p95 queue time above {} s, ceil(pods x p95 / {}){}",
                 fmt_num(g),
-                fmt_num(g)
+                fmt_num(g),
+                p.guardrail_ratio_max.map_or(String::new(), |r| format!(
+                    " with p95 read up to {} s",
+                    fmt_num(r * g)
+                ))
             )),
         ),
     )
@@ -495,6 +524,7 @@ pub fn scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledObject> {
     let guardrail = guardrail_trigger(
         o,
         guard,
+        None,
         format!(
             "Guardrail: p95 time requests wait in {}'s queue, {} s at most.\nDesign: metricType Value, not AverageValue. With AverageValue the HPA would divide the\np95 by the replica count (p95 is not additive), so this trigger could never ask for more\nthan ceil(p95 / threshold) pods. With Value the HPA proposes ceil(ready pods x p95 /\nthreshold): above the threshold it grows the deployment in proportion to how far the\nlatency is over, below it it proposes fewer pods and the queue trigger (the HPA takes the\nlargest proposal) decides. Queue time rather than end-to-end latency: it grows with\nwaiting only, not with how long the answers are, so it reacts to missing capacity. The\nend-to-end p95 SLO ({} s) is watched by the HighLatency alert. The query returns 0 when\nno request finished in the window (histogram_quantile alone would return NaN, which\n`or vector(0)` does not replace).",
             o.engine.title(),

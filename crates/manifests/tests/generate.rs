@@ -466,6 +466,30 @@ fn the_tuned_policy_is_written_validated_and_explained() {
             "stabilizationWindowSeconds: {}",
             p.scale_down.window_s
         )));
+        // The guardrail asks for at most `guardrail_ratio_max` times the ready pods: its
+        // p95 is read up to that many times its threshold, in the query or in the scaler.
+        let (g, r) = (p.guardrail_s.unwrap(), p.guardrail_ratio_max.unwrap());
+        let guard = doc["spec"]["triggers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| {
+                t["name"] == "queue-time-guardrail" || t["metadata"]["latencyTarget"].is_string()
+            })
+            .unwrap_or_else(|| panic!("no guardrail: {}", so.contents));
+        if scaler == inferscale_manifests::ScalerKind::Prometheus {
+            let q = guard["metadata"]["query"].as_str().unwrap();
+            assert!(
+                q.starts_with("clamp_max(") && q.trim_end().ends_with(&format!("{}\n)", r * g)),
+                "{q}"
+            );
+            inferscale_promql::Query::parse(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+        } else {
+            let meta: std::collections::BTreeMap<String, String> =
+                serde_json::from_value(guard["metadata"].clone()).unwrap();
+            let cfg = inferscale_scaler::Config::from_metadata(&meta, "default").unwrap();
+            assert_eq!(cfg.guardrail_ratio_max, Some(r));
+        }
         assert!(
             so.contents
                 .replace("\n# ", " ")

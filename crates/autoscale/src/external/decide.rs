@@ -447,7 +447,10 @@ pub fn answer_at(
                 (now.max(ahead.unwrap_or(0.0)), cfg.target),
                 cfg.queue_target
                     .map(|q| (load(Metric::QueueDepth, &merged, arrivals), q)),
-                cfg.guardrail.map(|(m, t)| (p95(&merged, m), t)),
+                cfg.guardrail.map(|(m, t)| {
+                    let p = p95(&merged, m);
+                    (cfg.guardrail_ratio_max.map_or(p, |r| p.min(r * t)), t)
+                }),
             )
         }
     };
@@ -479,6 +482,7 @@ mod tests {
             window_s: 60.0,
             engine: None,
             guardrail: None,
+            guardrail_ratio_max: None,
             timeout_s: None,
         }
     }
@@ -743,5 +747,17 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         // Queue 3 at 5 per replica: 1; p95 in (5, 10] over target 5 with 2 pods: ≥ 3.
         assert!(a.value >= 3.0, "{}", a.value);
+        // A p95 far over its target asks for every replica, unless the ratio is bounded:
+        // then for at most that many times the pods (the p95 reads 10 s, the top finite
+        // bucket, against 1 s).
+        c.guardrail = Some((Metric::E2eP95, 1.0));
+        let stuck = [60.0; 20];
+        let a = answer(&c, vec![at("a", 2.0, &stuck), at("b", 1.0, &stuck)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(a.value >= 20.0, "{}", a.value);
+        c.guardrail_ratio_max = Some(1.5);
+        let a = answer(&c, vec![at("a", 2.0, &stuck), at("b", 1.0, &stuck)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.value, 3.0);
     }
 }

@@ -131,6 +131,9 @@ pub struct Config {
     /// For `desired_replicas`: the latency guardrail (`latencyTarget`, seconds) and the
     /// percentile it is held against (`latencyMetric`, default `e2e_p95`).
     pub guardrail: Option<(Metric, f64)>,
+    /// For the guardrail: the most it multiplies the pods by (`latencyMaxRatio`, above 1;
+    /// the percentile is read up to this many times its target); unbounded when absent.
+    pub guardrail_ratio_max: Option<f64>,
     /// How long one pod's scrape may take (`timeout`, seconds); the scaler's default when
     /// absent.
     pub timeout_s: Option<f64>,
@@ -158,7 +161,7 @@ fn bad(key: &str, message: impl Into<String>) -> MetadataError {
 const KEDA_KEYS: [&str; 4] = ["scalerAddress", "enableTLS", "unsafeSsl", "metricType"];
 
 /// The keys this scaler reads.
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 16] = [
     "service",
     "namespace",
     "port",
@@ -173,6 +176,7 @@ pub const KEYS: [&str; 15] = [
     "engine",
     "latencyTarget",
     "latencyMetric",
+    "latencyMaxRatio",
     "timeout",
 ];
 
@@ -377,6 +381,13 @@ impl Config {
                 Some((m, seconds("latencyTarget", v)?))
             }
         };
+        let guardrail_ratio_max = match get("latencyMaxRatio") {
+            None => None,
+            Some(_) if guardrail.is_none() => {
+                return Err(bad("latencyMaxRatio", "only with latencyTarget"));
+            }
+            Some(v) => Some(number("latencyMaxRatio", v, Some(1.0))?),
+        };
         let signal = match get("signal") {
             None => Metric::QueueDepth,
             Some(_) if metric != Metric::DesiredReplicas => {
@@ -427,6 +438,7 @@ impl Config {
             window_s,
             engine,
             guardrail,
+            guardrail_ratio_max,
             timeout_s,
         })
     }
@@ -470,6 +482,21 @@ mod tests {
             (Metric::DesiredReplicas, 5.0, 0.0, 60.0)
         );
         assert_eq!(c.guardrail, Some((Metric::E2eP95, 5.0)));
+        assert_eq!(c.guardrail_ratio_max, None);
+        for (v, ok) in [("1.5", Some(1.5)), ("1", None), ("0.5", None), ("x", None)] {
+            let mut m = meta(&[
+                ("targets", "http://127.0.0.1:1"),
+                ("metric", "desired_replicas"),
+                ("target", "5"),
+                ("latencyTarget", "5s"),
+            ]);
+            m.insert("latencyMaxRatio".into(), v.into());
+            match (Config::from_metadata(&m, "d"), ok) {
+                (Ok(c), Some(r)) => assert_eq!(c.guardrail_ratio_max, Some(r)),
+                (Err(e), None) => assert_eq!(e.key, "latencyMaxRatio", "{v}: {e}"),
+                (got, _) => panic!("{v}: {got:?}"),
+            }
+        }
         let t = Config::from_metadata(
             &meta(&[
                 ("targets", "http://127.0.0.1:8001/, http://[::1]:8002"),
@@ -516,6 +543,7 @@ mod tests {
             (("signal", "in_flight"), "signal"),
             (("queueTarget", "5"), "queueTarget"),
             (("horizon", "5m"), "horizon"),
+            (("latencyMaxRatio", "2"), "latencyMaxRatio"),
         ] {
             let mut m = meta(&base);
             m.insert(change.0.into(), change.1.into());

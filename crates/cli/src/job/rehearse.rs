@@ -464,8 +464,18 @@ pub(crate) fn standard(
         objects.push(("the seeds' shape (queue depth)".to_owned(), k, seeds));
     }
     let mut labelled = Vec::new();
+    let mut backlogged = None;
     for (label, keda, opts) in objects {
-        let initial = keda.hpa.min.max(1);
+        // A policy starts at the replicas the low rate needs at its target (the seeds'
+        // shape, which has no such notion, at its floor), as a deployment that had been
+        // serving it would.
+        let needed = opts.policy.as_ref().and_then(|p| {
+            let per = p.capacity_rps * p.utilisation?;
+            (per > 0.0).then(|| (low / per).ceil() as u32)
+        });
+        let initial = needed
+            .unwrap_or(0)
+            .clamp(keda.hpa.min.max(1), keda.hpa.max.max(1));
         let setup = Setup {
             request,
             prompts: prompts.as_ref().map(|p| p.cycle.clone()),
@@ -491,7 +501,12 @@ pub(crate) fn standard(
         let mut sim =
             FleetExporters::new(&setup.engine, model_name).speaking(speaks(&keda, &rules)?);
         let mut out = rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {})?;
-        let backlogged = inferscale_autoscale::tune::backlogged_rps(&setup, capacity)?;
+        let backlogged = match backlogged {
+            Some(b) => b,
+            None => *backlogged.insert(inferscale_autoscale::tune::backlogged_rps(
+                &setup, capacity,
+            )?),
+        };
         set_apart(&mut out, &traffic, startup, (capacity, backlogged), 0.0);
         labelled.push((label, out));
     }
