@@ -1857,8 +1857,14 @@ fn verdict(
     let late = unfinished(setup, fleet, &mut req);
     let o = req.outcomes;
     let judged = o.ok + o.timeout + o.refused + late;
-    let base = keda.hpa.min.max(setup.initial_replicas.min(keda.hpa.max));
     let all_events = control.events;
+    // The replicas when judging begins (after a warm-in, where the warm-in left them).
+    let start = all_events
+        .iter()
+        .filter(|e| e.time_s < from)
+        .last()
+        .map_or(setup.initial_replicas, |e| e.to);
+    let base = keda.hpa.min.max(start.min(keda.hpa.max));
     let events: Vec<ScaleEvent> = all_events
         .iter()
         .filter(|e| e.time_s >= from)
@@ -1920,12 +1926,7 @@ fn verdict(
         p99_e2e_s: req.all.quantile(0.99),
         max_queue: control.max_queue,
         max_queue_per_pod: control.max_queue_per_pod,
-        max_replicas: events
-            .iter()
-            .map(|e| e.to)
-            .max()
-            .unwrap_or(0)
-            .max(setup.initial_replicas),
+        max_replicas: events.iter().map(|e| e.to).max().unwrap_or(0).max(start),
         max_nodes: control.max_nodes,
         first_scale_out_s: first_out,
         recovered_s,

@@ -372,7 +372,7 @@ pub(crate) fn set_apart(
         slo_rps: backlogged_rps.min(capacity_rps),
     };
     let windows: Vec<Window> =
-        inferscale_autoscale::rehearse::start_up_transients(traffic, out, startup_s, rates, 0.0)
+        inferscale_autoscale::rehearse::start_up_transients(traffic, out, startup_s, rates, from_s)
             .into_iter()
             .map(|(w, _)| w)
             .collect();
@@ -446,8 +446,13 @@ pub(crate) fn standard(
         (capacity * 0.5 * 10.0).round() / 10.0,
         (capacity * 2.5 * 10.0).round() / 10.0,
     );
-    let traffic = Traffic::steps(&[(0.0, low), (600.0, high), (1800.0, low)]);
     let startup = f64::from(o.cold_start_s);
+    // Warmed in at the low rate and judged after, as `tune` judges: a deployment that had
+    // been serving it, whose Prometheus holds the minutes the trend line reads (started cold,
+    // the line through the first minutes of a rate that climbs from nothing predicts a load
+    // that never comes, and the replica asked for on it is removed as the step arrives).
+    let warm = inferscale_autoscale::tune::warm_s(startup);
+    let traffic = Traffic::steps(&[(0.0, low), (600.0, high), (1800.0, low)]).warmed(warm);
     let request = crate::job::replica::request(None, None, Some(t));
     // The prompts the run was measured with, when they shared prefixes.
     let prompts = crate::job::prompts::chosen(None, false, None, request.max_tokens, Some(t), 1)?;
@@ -481,7 +486,7 @@ pub(crate) fn standard(
             prompts: prompts.as_ref().map(|p| p.cycle.clone()),
             routing,
             initial_replicas: initial,
-            duration_s: 4800.0,
+            duration_s: 4800.0 + warm,
             seed: 1,
             slo_e2e_s: t
                 .slo
@@ -495,7 +500,7 @@ pub(crate) fn standard(
             rules: rules.clone(),
             client: inferscale_autoscale::rehearse::Client::OPENAI_SDK,
             transients: Vec::new(),
-            judge_from_s: 0.0,
+            judge_from_s: warm,
             engine: replica.engine.clone(),
         };
         let mut sim =
@@ -507,7 +512,7 @@ pub(crate) fn standard(
                 &setup, capacity,
             )?),
         };
-        set_apart(&mut out, &traffic, startup, (capacity, backlogged), 0.0);
+        set_apart(&mut out, &traffic, startup, (capacity, backlogged), warm);
         labelled.push((label, out));
     }
     let mut shape =
