@@ -1861,8 +1861,8 @@ fn verdict(
     // The replicas when judging begins (after a warm-in, where the warm-in left them).
     let start = all_events
         .iter()
-        .filter(|e| e.time_s < from)
-        .last()
+        .rev()
+        .find(|e| e.time_s < from)
         .map_or(setup.initial_replicas, |e| e.to);
     let base = keda.hpa.min.max(start.min(keda.hpa.max));
     let events: Vec<ScaleEvent> = all_events
