@@ -223,6 +223,19 @@ fn token_target(t: &Thresholds, u: f64, capacity_rps: f64) -> (f64, String) {
     )
 }
 
+/// The guardrail's bound for a policy on `primary` ([`GUARDRAIL_RATIO_MAX`]; none for the
+/// seeds' queue shape), with its reason.
+fn guardrail_ratio(primary: Primary, reasons: &mut BTreeMap<String, String>) -> Option<f64> {
+    let r = (primary != Primary::Queue).then_some(GUARDRAIL_RATIO_MAX)?;
+    reasons.insert(
+        "guardrail_ratio_max".into(),
+        format!(
+            "{r}: the guardrail asks for at most {r} times the ready pods in one decision. A latency is not proportional to the pods missing (a queue of a minute on one replica would ask for every replica the room allows); the primary counts what the load needs, the guardrail only nudges where it falls short"
+        ),
+    );
+    Some(r)
+}
+
 impl Policy {
     /// The policy derived from the thresholds by rule: `primary` at `utilisation` of
     /// `capacity_rps` per replica (the measured capacity, or the capacity at the SLO that
@@ -334,15 +347,7 @@ impl Policy {
                 "{consolidate} s: an empty GPU node waits one scale-down window before Karpenter removes it, so a pod asked for again soon lands on a node that is up and skips the node's provisioning"
             ),
         );
-        let guardrail_ratio_max = (primary != Primary::Queue).then_some(GUARDRAIL_RATIO_MAX);
-        if let Some(r) = guardrail_ratio_max {
-            reasons.insert(
-                "guardrail_ratio_max".into(),
-                format!(
-                    "{r}: the guardrail asks for at most {r} times the ready pods in one decision. A latency is not proportional to the pods missing (a queue of a minute on one replica would ask for every replica the room allows); the primary counts what the load needs, the guardrail only nudges where it falls short"
-                ),
-            );
-        }
+        let guardrail_ratio_max = guardrail_ratio(primary, &mut reasons);
         reasons.insert(
             "min_replicas".into(),
             format!(

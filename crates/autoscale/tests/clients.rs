@@ -68,6 +68,17 @@ fn impatient_clients_give_up_retry_and_free_the_engine() {
     );
 }
 
+/// A rehearsal of `keda` under the traffic `csv` on simulated replicas.
+fn stepped(
+    setup: &inferscale_autoscale::rehearse::Setup,
+    keda: &KedaSpec,
+    csv: &str,
+) -> inferscale_autoscale::rehearse::Outcome {
+    let traffic = Traffic::from_csv(csv).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = common::sim(&setup.engine);
+    rehearse(setup, keda, &traffic, &mut sim, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
 fn an_external_trigger_is_rehearsed_as_the_scaler_computes_it() {
     // desired_replicas by requests in flight at 100 per pod, boosted by the queue at 20.
@@ -81,11 +92,7 @@ fn an_external_trigger_is_rehearsed_as_the_scaler_computes_it() {
     );
     let mut setup = common::setup(2400.0);
     setup.client = Client::OPENAI_SDK;
-    let traffic =
-        Traffic::from_csv("time_s,rps\n0,20\n300,130\n1200,20\n").unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = common::sim(&setup.engine);
-    let out =
-        rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let out = stepped(&setup, &keda, "time_s,rps\n0,20\n300,130\n1200,20\n");
     let s = &out.summary;
     let t = &s.triggers[0];
     assert!(t.query.contains("in_flight"), "{}", t.query);
@@ -120,11 +127,7 @@ fn a_cycle_completes_when_it_returns_to_where_it_started_not_to_its_floor() {
     let mut setup = common::setup(2400.0);
     setup.initial_replicas = 2;
     setup.cluster.initial_nodes = 2;
-    let traffic =
-        Traffic::from_csv("time_s,rps\n0,60\n300,130\n1200,60\n").unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = common::sim(&setup.engine);
-    let out =
-        rehearse(&setup, &keda, &traffic, &mut sim, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let out = stepped(&setup, &keda, "time_s,rps\n0,60\n300,130\n1200,60\n");
     let s = &out.summary;
     assert!(s.max_replicas >= 3, "{:?}", out.events);
     assert_eq!(s.final_replicas, 2, "{:?}", out.events);
