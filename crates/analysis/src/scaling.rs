@@ -131,10 +131,15 @@ pub struct Policy {
     /// The primary trigger's target per pod (`AverageValue`), in the primary's unit.
     pub target: f64,
     /// Anticipation: a second trigger on the primary as a straight line through its last
-    /// five minutes predicts it this many seconds ahead (`predict_linear`), at the same
-    /// target, so that a rising load is met a start-up early; `None`: off.
+    /// [`Policy::trend_window`] seconds predicts it this many seconds ahead
+    /// (`predict_linear`), at the same target, so that a rising load is met a start-up
+    /// early; `None`: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub horizon_s: Option<u32>,
+    /// How far back the anticipation's line looks, seconds; `None`: [`TREND_WINDOW_S`]. A
+    /// shorter window sees a rise sooner and follows the noise of a steady load more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend_window_s: Option<u32>,
     /// The queue booster: waiting requests per pod (`AverageValue`), when on.
     pub queue_booster: Option<u32>,
     /// The guardrail: p95 time in the queue over 2 minutes, seconds (`Value`), when on.
@@ -182,6 +187,10 @@ pub const DEFAULT_UTILISATION: f64 = 0.8;
 /// already asked for what the load needs, and stay a scale-down window after the backlog
 /// they were asked for has drained.
 pub const GUARDRAIL_RATIO_MAX: f64 = 1.5;
+
+/// How far back the anticipation's straight line looks by default, seconds: five minutes of
+/// a Prometheus scrape every 15 s.
+pub const TREND_WINDOW_S: u32 = 300;
 
 /// A new replica's start-up below which the scale-down window is still this long, seconds
 /// (the seeds' five minutes of calm before removing capacity).
@@ -359,6 +368,7 @@ impl Policy {
             utilisation: (primary != Primary::Queue).then_some(u),
             target,
             horizon_s: None,
+            trend_window_s: None,
             queue_booster: booster,
             guardrail_s: Some(t.scale_out.p95_queue_time_seconds),
             guardrail_ratio_max,
@@ -388,6 +398,11 @@ impl Policy {
         }
     }
 
+    /// How far back the anticipation's line looks, seconds ([`TREND_WINDOW_S`] unless set).
+    pub fn trend_window(&self) -> u32 {
+        self.trend_window_s.unwrap_or(TREND_WINDOW_S)
+    }
+
     /// One line on what it is.
     pub fn describe(&self) -> String {
         let mut s = match self.utilisation {
@@ -408,6 +423,9 @@ impl Policy {
         };
         if let Some(h) = self.horizon_s {
             s.push_str(&format!(", {h} s ahead"));
+            if let Some(w) = self.trend_window_s {
+                s.push_str(&format!(" (a line through {w} s)"));
+            }
         }
         if let Some(q) = self.queue_booster {
             s.push_str(&format!(", queue booster {q}"));

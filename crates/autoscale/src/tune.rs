@@ -43,6 +43,7 @@ use crate::rehearse::{
     rehearse, start_up_transients,
 };
 use crate::traffic::{Piece, Traffic};
+use inferscale_analysis::scaling::TREND_WINDOW_S as DEFAULT_TREND_WINDOW_S;
 
 /// One trace of a suite.
 #[derive(Debug, Clone)]
@@ -829,8 +830,8 @@ impl Tuner<'_> {
     }
 
     /// From the highest utilisation down, each of `primaries` anticipated a start-up ahead
-    /// (and with twice the `room` where only a step failed) until one holds: the index of the
-    /// first that does.
+    /// (with a shorter line where only a gradual rise failed, and with twice the `room`
+    /// where only a step failed) until one holds: the index of the first that does.
     ///
     /// At each utilisation the requests in flight first, then the arrival rate: an engine
     /// whose latency grows with its batch holds more in flight per request at a higher load,
@@ -844,36 +845,49 @@ impl Tuner<'_> {
         room: u32,
     ) -> Result<Option<usize>, TuneError> {
         let ts = self.ts;
+        // The trace a candidate stopped at, if it is of `kind`.
+        let stopped_at = |e: &Evaluated, kind: &dyn Fn(&Trace) -> bool| {
+            !e.complete
+                && e.results.last().is_some_and(|r| {
+                    ts.suite
+                        .iter()
+                        .find(|t| t.name == r.trace)
+                        .is_some_and(kind)
+                })
+        };
+        let steps = |t: &Trace| !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty();
+        let rises = |t: &Trace| !t.steady && !steps(t);
         for u in UTILISATIONS {
             for &primary in primaries {
-                for max in [room, 2 * room] {
-                    let mut p = self.policy(primary, u, true);
-                    p.max_replicas = Some(max);
-                    let what = if max == room {
-                        String::new()
-                    } else {
-                        format!(", up to {max} replicas")
-                    };
-                    let r = self.runnable(Tuner::label(&p, &what), Some(p))?;
-                    let e = self.evaluate(&r, &ts.suite, true)?;
-                    // More room only helps drain a step's backlog faster (the old replicas
-                    // then take a smaller share of new arrivals): worth a try only when a
-                    // step failed.
-                    let step_failed = !e.complete
-                        && e.results.last().is_some_and(|r| {
-                            ts.suite
-                                .iter()
-                                .find(|t| t.name == r.trace)
-                                .is_some_and(|t| {
-                                    !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty()
-                                })
-                        });
-                    candidates.push(e);
-                    let i = candidates.len() - 1;
-                    if better(candidates, None, i) {
-                        return Ok(Some(i));
+                for window in TREND_WINDOWS_S {
+                    let mut rise_failed = false;
+                    for max in [room, 2 * room] {
+                        let mut p = self.policy(primary, u, Some(window));
+                        p.max_replicas = Some(max);
+                        let what = if max == room {
+                            String::new()
+                        } else {
+                            format!(", up to {max} replicas")
+                        };
+                        let r = self.runnable(Tuner::label(&p, &what), Some(p))?;
+                        let e = self.evaluate(&r, &ts.suite, true)?;
+                        // More room only helps drain a step's backlog faster (the old
+                        // replicas then take a smaller share of new arrivals): worth a try
+                        // only when a step failed.
+                        let step_failed = stopped_at(&e, &steps);
+                        rise_failed = stopped_at(&e, &rises);
+                        candidates.push(e);
+                        let i = candidates.len() - 1;
+                        if better(candidates, None, i) {
+                            return Ok(Some(i));
+                        }
+                        if !step_failed {
+                            break;
+                        }
                     }
-                    if !step_failed {
+                    // A shorter line sees a rise sooner: worth a try only when a ramp or a
+                    // day failed.
+                    if !rise_failed {
                         break;
                     }
                 }
@@ -882,7 +896,9 @@ impl Tuner<'_> {
         Ok(None)
     }
 
-    fn policy(&self, primary: Primary, u: f64, ahead: bool) -> Policy {
+    /// The policy on `primary` at utilisation `u`, anticipated a start-up ahead by a line
+    /// through `window` seconds when given.
+    fn policy(&self, primary: Primary, u: f64, window: Option<u32>) -> Policy {
         let mut p = Policy::derive(
             &self.ts.thresholds,
             primary,
@@ -891,30 +907,50 @@ impl Tuner<'_> {
             self.ts.startup_s,
             self.ts.options.min_replicas,
         );
-        if ahead {
+        if let Some(w) = window {
             let h = (self.ts.startup_s + REACTION_S).round() as u32;
             p.horizon_s = Some(h);
+            p.trend_window_s = Some(w);
             p.reasons.insert(
                 "horizon_s".into(),
                 format!(
-                    "the same target on the {} predicted {h} s ahead by a straight line through its last five minutes (predict_linear): a replica asked for now serves in a start-up ({:.0} s) plus the controllers' reaction ({REACTION_S:.0} s), so a rising load is met when it arrives instead of a start-up late; at a steady load the prediction is the load",
+                    "the same target on the {} predicted {h} s ahead by a straight line through its last {w} s (predict_linear): a replica asked for now serves in a start-up ({:.0} s) plus the controllers' reaction ({REACTION_S:.0} s), so a rising load is met when it arrives instead of a start-up late; at a steady load the prediction is the load",
                     primary.about(),
                     self.ts.startup_s
                 ),
+            );
+            p.reasons.insert(
+                "trend_window_s".into(),
+                if w == TREND_WINDOWS_S[0] {
+                    format!("{w} s: the longest line tried, the least moved by a steady load's noise; it held")
+                } else {
+                    format!(
+                        "{w} s: the line through {} s saw the suite's gradual rises too late at this utilisation; a shorter one sees a rise sooner, and the rehearsal showed it holds without flapping at a steady load",
+                        TREND_WINDOWS_S[0]
+                    )
+                },
             );
         }
         p
     }
 
     fn label(p: &Policy, what: &str) -> String {
+        let ahead = match (p.horizon_s, p.trend_window_s) {
+            (None, _) => String::new(),
+            (Some(_), Some(w)) if w != TREND_WINDOWS_S[0] => format!(" ahead ({w} s line)"),
+            (Some(_), _) => " ahead".to_owned(),
+        };
         format!(
-            "{}{} u={:.2}{what}",
+            "{}{ahead} u={:.2}{what}",
             p.primary.key(),
-            if p.horizon_s.is_some() { " ahead" } else { "" },
             p.utilisation.unwrap_or(0.0)
         )
     }
 }
+
+/// The windows the anticipation's line is tried through, seconds, the longest first: five
+/// minutes (the least moved by a steady load's noise), then two (a rise seen sooner).
+pub const TREND_WINDOWS_S: [u32; 2] = [DEFAULT_TREND_WINDOW_S, 120];
 
 /// The utilisations tried, from the cheapest down.
 pub const UTILISATIONS: [f64; 9] = [1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
@@ -1007,12 +1043,19 @@ pub fn tune(
     let room_star = best
         .and_then(|b| candidates[b].policy.as_ref().and_then(|p| p.max_replicas))
         .unwrap_or(room);
-    let mut others = vec![tuner.policy(Primary::InFlight, u_star, false)];
-    others.extend(primaries.iter().map(|&p| tuner.policy(p, u_star, true)));
+    let w_star = best
+        .and_then(|b| candidates[b].policy.as_ref().and_then(|p| p.trend_window_s))
+        .unwrap_or(TREND_WINDOWS_S[0]);
+    let mut others = vec![tuner.policy(Primary::InFlight, u_star, None)];
+    others.extend(
+        primaries
+            .iter()
+            .map(|&p| tuner.policy(p, u_star, Some(w_star))),
+    );
     if ts.gateway && ts.options.scaler == inferscale_manifests::ScalerKind::Prometheus {
-        others.push(tuner.policy(Primary::GatewayInFlight, u_star, true));
+        others.push(tuner.policy(Primary::GatewayInFlight, u_star, Some(w_star)));
         if ts.thresholds.workload.prompt_tokens_mean.is_some() {
-            others.push(tuner.policy(Primary::GatewayTokens, u_star, true));
+            others.push(tuner.policy(Primary::GatewayTokens, u_star, Some(w_star)));
         }
     }
     for p in &mut others {
@@ -1186,6 +1229,7 @@ fn same(a: &Policy, b: &Policy) -> bool {
         && a.utilisation == b.utilisation
         && a.target == b.target
         && a.horizon_s == b.horizon_s
+        && a.trend_window() == b.trend_window()
         && a.queue_booster == b.queue_booster
         && a.guardrail_s == b.guardrail_s
         && a.min_replicas == b.min_replicas

@@ -130,7 +130,7 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
     let shape = |c: &inferscale_autoscale::tune::Evaluated| {
         c.policy
             .as_ref()
-            .map(|p| (p.utilisation, p.max_replicas, p.horizon_s))
+            .map(|p| (p.utilisation, p.max_replicas, p.horizon_s, p.trend_window_s))
     };
     let engines = report.candidates.iter().find(|c| {
         c.policy

@@ -1307,7 +1307,9 @@ What each ScaledObject asks for is in its trigger's metadata (KEDA sends it with
       signal: in_flight            # desired_replicas' signal (default queue_depth)
       queueTarget: \"27\"            # ...and a queue booster per replica
       horizon: 330s                # ...and the signal predicted this far ahead
+      trendWindow: 2m              # ...by a line through this much of it (default 5m)
       latencyTarget: 10s           # desired_replicas' guardrail (latencyMetric: e2e_p95)
+      latencyMaxRatio: \"1.5\"       # ...asking for at most 1.5x the pods at once
       window: 60s                  # percentiles over this window
       activationTarget: \"0\"
 

@@ -259,7 +259,7 @@ pub fn policy_scaled_object(t: &Thresholds, o: &Options, p: &Policy) -> Explaine
                 o,
                 format!("{name}-ahead"),
                 "AverageValue",
-                promql::ahead(&primary_query(p, o), h),
+                promql::ahead(&primary_query(p, o), h, p.trend_window()),
                 fmt_num(p.target),
                 Vec::new(),
             ),
@@ -349,6 +349,9 @@ pub fn policy_external_scaled_object(
     ];
     if let Some(h) = p.horizon_s {
         meta.push(("horizon", format!("{h}s")));
+        if let Some(w) = p.trend_window_s {
+            meta.push(("trendWindow", format!("{w}s")));
+        }
     }
     if let Some(q) = p.queue_booster {
         meta.push(("queueTarget", q.to_string()));
@@ -382,7 +385,8 @@ pub fn policy_external_scaled_object(
             reason(p, "target"),
             fmt_num(p.target),
             p.horizon_s.map_or(String::new(), |h| format!(
-                " (its {signal} now, or as a line through its last five minutes predicts it {h} s ahead)"
+                " (its {signal} now, or as a line through its last {} s predicts it {h} s ahead)",
+                p.trend_window()
             )),
             p.queue_booster
                 .map_or(String::new(), |q| format!(", ceil(queue / {q})")),

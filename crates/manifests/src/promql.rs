@@ -231,14 +231,25 @@ pub fn arrival_rate_by_tokens(sel: &Sel, window_s: u32, tokens_per_request: f64)
 }
 
 /// `expr` (one series) predicted `horizon_s` seconds ahead by a straight line through its
-/// last five minutes (sampled every 15 s, a Prometheus scrape): `predict_linear` over a
-/// subquery, once the window holds four minutes of samples; before (a deployment that just
-/// started, whose first samples would make any line steep) `expr` itself. The result is
-/// always the one series `expr` is.
-pub fn ahead(expr: &str, horizon_s: u32) -> String {
+/// last `window_s` seconds (sampled every 15 s, a Prometheus scrape): `predict_linear` over a
+/// subquery, once the window holds four fifths of its samples; before (a deployment that
+/// just started, whose first samples would make any line steep) `expr` itself. The result
+/// is always the one series `expr` is.
+pub fn ahead(expr: &str, horizon_s: u32, window_s: u32) -> String {
+    let w = duration(window_s);
+    let samples = (window_s * 4).div_ceil(5 * 15);
     format!(
-        "(\n  sum(predict_linear(({expr})[5m:15s], {horizon_s}))\n  and on()\n  sum(count_over_time(({expr})[5m:15s])) >= 16\n)\nor on() ({expr})"
+        "(\n  sum(predict_linear(({expr})[{w}:15s], {horizon_s}))\n  and on()\n  sum(count_over_time(({expr})[{w}:15s])) >= {samples}\n)\nor on() ({expr})"
     )
+}
+
+/// Seconds as a PromQL duration: whole minutes as `5m`, else `90s`.
+fn duration(s: u32) -> String {
+    if s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
 }
 
 /// The bucket rates of a histogram summed by `le` (and `by`), with name fallback.

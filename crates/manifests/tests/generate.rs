@@ -490,6 +490,41 @@ fn the_tuned_policy_is_written_validated_and_explained() {
             let cfg = inferscale_scaler::Config::from_metadata(&meta, "default").unwrap();
             assert_eq!(cfg.guardrail_ratio_max, Some(r));
         }
+        // A shorter trend window is the line's, in the query or in the scaler; the default
+        // (five minutes) when the policy names none.
+        for (window, span, samples) in [(None, "5m", 16), (Some(120), "2m", 7)] {
+            let mut o = o.clone();
+            let mut q = p.clone();
+            q.trend_window_s = window;
+            o.policy = Some(q);
+            let files = generate(&t, &o).unwrap();
+            let so = files
+                .iter()
+                .find(|f| f.path == "scaledobject.yaml")
+                .unwrap();
+            let doc = yaml(&so.contents);
+            assert_eq!(object(&doc), Vec::new());
+            let triggers = doc["spec"]["triggers"].as_array().unwrap();
+            if scaler == inferscale_manifests::ScalerKind::Prometheus {
+                let ahead = triggers
+                    .iter()
+                    .find(|t| t["name"].as_str().is_some_and(|n| n.ends_with("-ahead")))
+                    .unwrap_or_else(|| panic!("no anticipation: {}", so.contents));
+                let q = ahead["metadata"]["query"].as_str().unwrap();
+                assert!(q.contains(&format!("[{span}:15s]")), "{q}");
+                assert!(q.contains(&format!(">= {samples}\n")), "{q}");
+                inferscale_promql::Query::parse(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+            } else {
+                let meta: std::collections::BTreeMap<String, String> =
+                    serde_json::from_value(triggers[0]["metadata"].clone()).unwrap();
+                assert_eq!(
+                    meta.get("trendWindow").map(String::as_str),
+                    window.map(|_| "120s")
+                );
+                let cfg = inferscale_scaler::Config::from_metadata(&meta, "default").unwrap();
+                assert_eq!(cfg.trend_window_s, f64::from(window.unwrap_or(300)));
+            }
+        }
         assert!(
             so.contents
                 .replace("\n# ", " ")

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
-use crate::decide::{Answer, TREND_WINDOW_S, Trend, answer, answer_at, signals};
+use crate::decide::{Answer, TREND_WINDOW_MAX_S, Trend, answer, answer_at, signals};
 use crate::grpc::{Code, Status};
 use crate::metadata::{Config, Metric, Pods as Where};
 use crate::metrics::Metrics;
@@ -172,7 +172,7 @@ impl Scaler {
             let mut trends = self.trends.lock().unwrap_or_else(PoisonError::into_inner);
             // A trigger no call has read for the trend's window is forgotten.
             trends.retain(|k, t| {
-                k == &key || t.last_at().is_some_and(|at| now - at < TREND_WINDOW_S)
+                k == &key || t.last_at().is_some_and(|at| now - at < TREND_WINDOW_MAX_S)
             });
             let trend = trends.entry(key).or_default();
             answer_at(&config, results, Some((trend, now)))

@@ -143,14 +143,19 @@ impl From<Snapshot> for Reading {
 }
 
 /// A trigger's recent values of its signal, to predict it ahead as Prometheus'
-/// `predict_linear` does: least squares through the last [`TREND_WINDOW_S`] of them.
+/// `predict_linear` does: least squares through the last window of them (its
+/// `trendWindow`, [`TREND_WINDOW_S`] by default).
 #[derive(Debug, Clone, Default)]
 pub struct Trend {
     points: VecDeque<(f64, f64)>,
 }
 
-/// How far back a [`Trend`] looks, seconds (the generated `predict_linear`'s window).
-pub const TREND_WINDOW_S: f64 = 300.0;
+/// How far back a [`Trend`] looks by default, seconds (the generated `predict_linear`'s
+/// window unless the policy names another).
+pub const TREND_WINDOW_S: f64 = inferscale_analysis::scaling::TREND_WINDOW_S as f64;
+
+/// The longest window a [`Trend`] keeps, seconds (`trendWindow` at most).
+pub const TREND_WINDOW_MAX_S: f64 = 1800.0;
 
 impl Trend {
     /// Records value `v` at `t` (seconds, any monotonic origin).
@@ -162,7 +167,7 @@ impl Trend {
         while self
             .points
             .front()
-            .is_some_and(|(t0, _)| *t0 < t - TREND_WINDOW_S)
+            .is_some_and(|(t0, _)| *t0 < t - TREND_WINDOW_MAX_S)
         {
             self.points.pop_front();
         }
@@ -173,18 +178,20 @@ impl Trend {
         self.points.back().map(|p| p.0)
     }
 
-    /// The value `horizon_s` after the last one recorded, on the line; `None` until the
-    /// points span four fifths of the window (a trigger just started, whose first values
-    /// would make any line steep: the generated `predict_linear` waits the same).
-    pub fn predict(&self, horizon_s: f64) -> Option<f64> {
+    /// The value `horizon_s` after the last one recorded, on the line through the values of
+    /// the last `window_s`; `None` until they span four fifths of it (a trigger just
+    /// started, whose first values would make any line steep: the generated
+    /// `predict_linear` waits the same).
+    pub fn predict(&self, horizon_s: f64, window_s: f64) -> Option<f64> {
         let (at, _) = *self.points.back()?;
-        let (first, _) = *self.points.front()?;
-        let n = self.points.len() as f64;
-        if n < 2.0 || at - first < 0.8 * TREND_WINDOW_S {
+        let within = || self.points.iter().filter(|(t, _)| *t >= at - window_s);
+        let first = within().next()?.0;
+        let n = within().count() as f64;
+        if n < 2.0 || at - first < 0.8 * window_s {
             return None;
         }
         let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
-        for (t, v) in &self.points {
+        for (t, v) in within() {
             let x = t - at;
             sx += x;
             sy += v;
@@ -438,7 +445,7 @@ pub fn answer_at(
             let ahead = match (cfg.horizon_s, trend) {
                 (Some(h), Some((trend, t))) => {
                     trend.record(t, now);
-                    trend.predict(h)
+                    trend.predict(h, cfg.trend_window_s)
                 }
                 _ => None,
             };
@@ -478,6 +485,7 @@ mod tests {
             signal: Metric::QueueDepth,
             queue_target: None,
             horizon_s: None,
+            trend_window_s: TREND_WINDOW_S,
             activation_target: 0.0,
             window_s: 60.0,
             engine: None,
@@ -704,18 +712,50 @@ mod tests {
 
     #[test]
     fn a_trend_predicts_a_rising_signal_ahead() {
+        let w = TREND_WINDOW_S;
         let mut t = Trend::default();
-        assert_eq!(t.predict(60.0), None);
+        assert_eq!(t.predict(60.0, w), None);
         t.record(0.0, 1.0);
         t.record(15.0, 100.0);
-        assert_eq!(t.predict(60.0), None, "too young to draw a line through");
+        assert_eq!(t.predict(60.0, w), None, "too young to draw a line through");
         for i in 0..40 {
-            // 2 per second, and a point beyond the window that must be forgotten.
+            // 2 per second, from a point long before the window on.
             t.record(f64::from(i) * 15.0, 100.0 + 30.0 * f64::from(i));
         }
-        let p = t.predict(300.0).unwrap_or_else(|| unreachable!());
+        let p = t.predict(300.0, w).unwrap_or_else(|| unreachable!());
         assert!((p - (100.0 + 30.0 * 39.0 + 600.0)).abs() < 1e-6, "{p}");
-        assert!(t.points.len() <= 21, "{}", t.points.len());
+        // Nothing older than the longest window is kept.
+        for i in 40..400 {
+            t.record(f64::from(i) * 15.0, 100.0);
+        }
+        assert!(t.points.len() <= 121, "{}", t.points.len());
+    }
+
+    #[test]
+    fn a_shorter_trend_window_sees_a_rise_sooner() {
+        let mut t = Trend::default();
+        // Flat for ten minutes, then rising 2 per second for a minute.
+        for i in 0..=44 {
+            let s = f64::from(i) * 15.0;
+            t.record(s, 100.0 + 2.0 * (s - 600.0).max(0.0));
+        }
+        let now = 100.0 + 2.0 * 60.0;
+        let long = t
+            .predict(300.0, TREND_WINDOW_S)
+            .unwrap_or_else(|| unreachable!());
+        let short = t.predict(300.0, 120.0).unwrap_or_else(|| unreachable!());
+        assert!(
+            short > now + 200.0 && long < now + 50.0,
+            "{short} {long} {now}"
+        );
+        // Four fifths of a window must be spanned whatever its length.
+        let mut young = Trend::default();
+        for s in [0.0, 15.0, 30.0, 45.0, 60.0, 75.0, 90.0] {
+            young.record(s, s);
+        }
+        assert!(young.predict(60.0, 120.0).is_none());
+        young.record(105.0, 105.0);
+        assert!(young.predict(60.0, 120.0).is_some());
     }
 
     #[test]

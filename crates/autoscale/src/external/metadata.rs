@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::external::decide::{TREND_WINDOW_MAX_S, TREND_WINDOW_S};
 use inferscale_catalog::Engine;
 
 /// What a trigger reads.
@@ -120,8 +121,12 @@ pub struct Config {
     /// replicas (`queueTarget`: a step fills the queue before the signal's window shows it).
     pub queue_target: Option<f64>,
     /// For `desired_replicas`: the signal also predicted this far ahead, seconds (`horizon`),
-    /// by a straight line through its last five minutes of answers ([`crate::external::decide::Trend`]).
+    /// by a straight line through its answers of the last `trend_window_s`
+    /// ([`crate::external::decide::Trend`]).
     pub horizon_s: Option<f64>,
+    /// For a `horizon`: how far back the line looks, seconds (`trendWindow`, from a minute to
+    /// [`TREND_WINDOW_MAX_S`]; default [`TREND_WINDOW_S`], five minutes).
+    pub trend_window_s: f64,
     /// Above this the scaler reports the ScaledObject active (`activationTarget`, default 0).
     pub activation_target: f64,
     /// The window of percentiles, seconds (`window`, default 60 s).
@@ -161,7 +166,7 @@ fn bad(key: &str, message: impl Into<String>) -> MetadataError {
 const KEDA_KEYS: [&str; 4] = ["scalerAddress", "enableTLS", "unsafeSsl", "metricType"];
 
 /// The keys this scaler reads.
-pub const KEYS: [&str; 16] = [
+pub const KEYS: [&str; 17] = [
     "service",
     "namespace",
     "port",
@@ -171,6 +176,7 @@ pub const KEYS: [&str; 16] = [
     "signal",
     "queueTarget",
     "horizon",
+    "trendWindow",
     "activationTarget",
     "window",
     "engine",
@@ -426,6 +432,25 @@ impl Config {
             }
             Some(v) => Some(seconds("horizon", v)?),
         };
+        let trend_window_s = match get("trendWindow") {
+            None => TREND_WINDOW_S,
+            Some(_) if horizon_s.is_none() => {
+                return Err(bad("trendWindow", "only with a horizon"));
+            }
+            Some(v) => {
+                let w = seconds("trendWindow", v)?;
+                if !(60.0..=TREND_WINDOW_MAX_S).contains(&w) {
+                    return Err(bad(
+                        "trendWindow",
+                        format!(
+                            "{v:?}: expected from 1m to {}m (a line needs a few scrapes, and a window longer than the load's changes only lags)",
+                            TREND_WINDOW_MAX_S / 60.0
+                        ),
+                    ));
+                }
+                w
+            }
+        };
         let timeout_s = get("timeout").map(|v| seconds("timeout", v)).transpose()?;
         Ok(Config {
             pods,
@@ -434,6 +459,7 @@ impl Config {
             signal,
             queue_target,
             horizon_s,
+            trend_window_s,
             activation_target,
             window_s,
             engine,
@@ -519,6 +545,40 @@ mod tests {
     }
 
     #[test]
+    fn a_trend_window_is_read_with_a_horizon_and_bounded() {
+        let base = [
+            ("targets", "http://127.0.0.1:1"),
+            ("metric", "desired_replicas"),
+            ("signal", "arrival_rate"),
+            ("target", "5"),
+            ("horizon", "370s"),
+        ];
+        let t = Config::from_metadata(&meta(&base), "d").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.trend_window_s, TREND_WINDOW_S);
+        for (v, want) in [
+            ("2m", Some(120.0)),
+            ("90s", Some(90.0)),
+            ("30m", Some(1800.0)),
+        ] {
+            let mut m = meta(&base);
+            m.insert("trendWindow".into(), v.into());
+            assert_eq!(
+                Config::from_metadata(&m, "d")
+                    .ok()
+                    .map(|c| c.trend_window_s),
+                want
+            );
+        }
+        for v in ["10s", "31m", "2 fortnights", "-2m"] {
+            let mut m = meta(&base);
+            m.insert("trendWindow".into(), v.into());
+            let e = Config::from_metadata(&m, "d").expect_err(v);
+            assert_eq!(e.key, "trendWindow", "{v}: {e}");
+            assert!(e.to_string().contains(v), "{e}");
+        }
+    }
+
+    #[test]
     fn bad_metadata_is_refused_naming_the_key() {
         let base = [
             ("targets", "http://127.0.0.1:1"),
@@ -543,6 +603,7 @@ mod tests {
             (("signal", "in_flight"), "signal"),
             (("queueTarget", "5"), "queueTarget"),
             (("horizon", "5m"), "horizon"),
+            (("trendWindow", "2m"), "trendWindow"),
             (("latencyMaxRatio", "2"), "latencyMaxRatio"),
         ] {
             let mut m = meta(&base);
