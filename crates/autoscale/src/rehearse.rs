@@ -26,7 +26,7 @@ use inferscale_catalog::{Snapshot, names_for};
 use inferscale_engine::fleet::{Fleet, FleetEvent, Notice, Observer, Replica, Routing, drive};
 use inferscale_engine::stats::FinishReason;
 use inferscale_engine::{EngineConfig, EventKind, Prompt, PromptCycle, RequestSpec};
-use inferscale_promql::{Evaluator, Labels, Store};
+use inferscale_promql::{Evaluator, Labels, Memo, Store};
 use inferscale_promtext::Exposition;
 use inferscale_rng::{FastHash, Rng, mix};
 use serde::Serialize;
@@ -955,6 +955,8 @@ struct Control<'a> {
     keda: Keda,
     cluster: Cluster,
     store: Store,
+    /// The triggers' and rules' subqueries' past steps (their samples arrive in time order).
+    memo: Memo,
     exporters: &'a mut dyn Exporters,
     requests: &'a RefCell<Requests>,
     /// A request's mean prompt, tokens (what the modelled endpoint picker counts).
@@ -1326,7 +1328,7 @@ impl Control<'_> {
         for i in 0..self.keda.spec.triggers.len() {
             let value = match &self.keda.spec.triggers[i].source {
                 Source::Prometheus(q) => {
-                    let ev = Evaluator::new(&self.store);
+                    let ev = Evaluator::new(&self.store).memo(&self.memo);
                     fetch(
                         &ev.eval(q, Self::ms(t)),
                         self.keda.spec.triggers[i].ignore_null,
@@ -1427,7 +1429,7 @@ impl Control<'_> {
     }
 
     fn rules(&mut self, t: f64) {
-        let ev = Evaluator::new(&self.store);
+        let ev = Evaluator::new(&self.store).memo(&self.memo);
         let at = Self::ms(t);
         let changes = self.rule_state.step(t, |q| ev.eval(q, at));
         // A rule's span: from the first of its instances to fire until none is firing.
@@ -1730,6 +1732,7 @@ pub fn rehearse(
         keda: Keda::new(keda.clone(), 0.0),
         cluster,
         store: Store::new(),
+        memo: Memo::default(),
         exporters,
         requests: &requests,
         mean_prompt_tokens: setup

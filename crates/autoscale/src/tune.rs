@@ -801,29 +801,40 @@ impl Tuner<'_> {
         }
     }
 
-    /// Rehearses `r` on `traces`, stopping at the first it fails when `prune`.
+    /// Rehearses `r` on `traces`, stopping at the first it fails when `prune`; the steady
+    /// traces first when `steady_first` (what a candidate risks is a flap at a steady load:
+    /// it stops sooner). A complete candidate's results are in the order of `traces`; an
+    /// incomplete one's end with the trace it failed.
     fn evaluate(
         &mut self,
         r: &Runnable,
         traces: &[Trace],
         prune: bool,
+        steady_first: bool,
     ) -> Result<Evaluated, TuneError> {
+        let mut order: Vec<usize> = (0..traces.len()).collect();
+        if steady_first {
+            order.sort_by_key(|&i| !traces[i].steady);
+        }
         let mut results = Vec::new();
         let mut complete = true;
-        for trace in traces {
-            let res = self.run(r, trace)?;
+        for &i in &order {
+            let res = self.run(r, &traces[i])?;
             let failed = !res.held;
-            results.push(res);
+            results.push((i, res));
             if prune && failed {
                 complete = results.len() == traces.len();
                 break;
             }
         }
-        let steady: Vec<bool> = traces.iter().map(|t| t.steady).collect();
+        if complete {
+            results.sort_by_key(|(i, _)| *i);
+        }
+        let steady: Vec<bool> = results.iter().map(|(i, _)| traces[*i].steady).collect();
         Ok(Evaluated::new(
             r.label.clone(),
             r.policy.clone(),
-            results,
+            results.into_iter().map(|(_, res)| res).collect(),
             complete,
             &steady,
         ))
@@ -870,7 +881,9 @@ impl Tuner<'_> {
                             format!(", up to {max} replicas")
                         };
                         let r = self.runnable(Tuner::label(&p, &what), Some(p))?;
-                        let e = self.evaluate(&r, &ts.suite, true)?;
+                        // A shorter line's risk is a flap at a steady load.
+                        let short = window != TREND_WINDOWS_S[0];
+                        let e = self.evaluate(&r, &ts.suite, true, short)?;
                         // More room only helps drain a step's backlog faster (the old
                         // replicas then take a smaller share of new arrivals): worth a try
                         // only when a step failed.
@@ -1015,7 +1028,7 @@ pub fn tune(
     };
     (tuner.progress)("the seeds' configuration (queue depth primary) on the suite:");
     let seeds_run = tuner.runnable("seeds (queue)".into(), None)?;
-    let seeds = tuner.evaluate(&seeds_run, &ts.suite, false)?;
+    let seeds = tuner.evaluate(&seeds_run, &ts.suite, false, false)?;
 
     let mut candidates: Vec<Evaluated> = Vec::new();
     // The arrival rate where it can be counted (from the finished requests, or on an engine
@@ -1068,7 +1081,7 @@ pub fn tune(
     });
     for p in others.drain(..) {
         let r = tuner.runnable(Tuner::label(&p, ""), Some(p))?;
-        candidates.push(tuner.evaluate(&r, &ts.suite, true)?);
+        candidates.push(tuner.evaluate(&r, &ts.suite, true, false)?);
         let i = candidates.len() - 1;
         if better(&candidates, best, i) {
             best = Some(i);
@@ -1087,7 +1100,7 @@ pub fn tune(
             );
         }
         for r in &runs {
-            let e = tuner.evaluate(r, &ts.held_out, false)?;
+            let e = tuner.evaluate(r, &ts.held_out, false, false)?;
             held_out.push((r.label.clone(), e.results));
         }
     }
@@ -1205,7 +1218,7 @@ impl Tuner<'_> {
                 }
                 let label = format!("{}{what}", candidates[b].label);
                 let r = self.runnable(label, Some(p))?;
-                candidates.push(self.evaluate(&r, &self.ts.suite, true)?);
+                candidates.push(self.evaluate(&r, &self.ts.suite, true, false)?);
                 let i = candidates.len() - 1;
                 if candidates[i].held {
                     held.push(what);

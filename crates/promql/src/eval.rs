@@ -105,6 +105,17 @@ pub struct Evaluator<'s> {
     store: &'s Store,
     lookback_ms: i64,
     subquery_step_ms: i64,
+    memo: Option<&'s Memo>,
+}
+
+/// A subquery's inner values at past instants, kept from one evaluation to the next, for a
+/// caller that evaluates the same queries again and again as time moves on (a rehearsal's
+/// triggers every 15 s: `predict_linear(x[5m:15s], …)` then evaluates `x` once a step instead
+/// of twenty times). Sound only over a store whose samples arrive in time order: an instant
+/// before the evaluation's is kept, and nothing stored later can change what it read.
+#[derive(Debug, Default)]
+pub struct Memo {
+    inner: std::cell::RefCell<foldhash::HashMap<String, std::collections::BTreeMap<i64, Value>>>,
 }
 
 /// Milliseconds since the epoch of a system time (negative before 1970).
@@ -155,7 +166,15 @@ impl<'s> Evaluator<'s> {
             store,
             lookback_ms: 300_000,
             subquery_step_ms: 60_000,
+            memo: None,
         }
+    }
+
+    /// Keeps subqueries' inner values at instants before each evaluation's in `memo`, and
+    /// reads them from there (see [`Memo`]).
+    pub fn memo(mut self, memo: &'s Memo) -> Self {
+        self.memo = Some(memo);
+        self
     }
 
     /// Another lookback (Prometheus' `--query.lookback-delta`).
@@ -350,8 +369,34 @@ impl<'s> Ctx<'s> {
                     ts += step;
                 }
                 let mut acc: foldhash::HashMap<Labels, Vec<Point>> = Default::default();
+                // Keyed by the whole subquery (its range and step with it), so that what a
+                // window no longer reaches can go; not where the inner reads the query's own
+                // time (`@ start()`, `@ end()`).
+                let key = self
+                    .ev
+                    .memo
+                    .map(|_| e.to_string())
+                    .filter(|k| !k.contains('@'));
                 while ts <= end {
-                    match self.eval(&sq.expr, ts)? {
+                    let value = match (self.ev.memo, &key) {
+                        (Some(m), Some(k)) if ts < self.query_t => {
+                            let kept = m.inner.borrow().get(k).and_then(|b| b.get(&ts)).cloned();
+                            match kept {
+                                Some(v) => v,
+                                None => {
+                                    let v = self.eval(&sq.expr, ts)?;
+                                    m.inner
+                                        .borrow_mut()
+                                        .entry(k.clone())
+                                        .or_default()
+                                        .insert(ts, v.clone());
+                                    v
+                                }
+                            }
+                        }
+                        _ => self.eval(&sq.expr, ts)?,
+                    };
+                    match value {
                         Value::Vector(v) => {
                             for s in v {
                                 acc.entry(s.labels)
@@ -366,6 +411,11 @@ impl<'s> Ctx<'s> {
                         other => return Err(type_err("subquery", "instant vector", &other)),
                     }
                     ts += step;
+                }
+                if let (Some(m), Some(k)) = (self.ev.memo, &key)
+                    && let Some(kept) = m.inner.borrow_mut().get_mut(k)
+                {
+                    *kept = kept.split_off(&start);
                 }
                 let series = acc
                     .into_iter()
@@ -1381,6 +1431,57 @@ fn vector_op(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memo_answers_as_the_plain_evaluator_while_samples_arrive() {
+        let queries = [
+            "predict_linear(sum(rate(c[1m]))[5m:15s], 300)",
+            "count_over_time(sum(rate(c[1m]))[2m:15s]) >= 7",
+            "(sum(predict_linear(sum(rate(c[1m]))[2m:15s], 60)) and on() sum(count_over_time(sum(rate(c[1m]))[2m:15s])) >= 7) or on() sum(rate(c[1m]))",
+            "max_over_time(max_over_time(c[30s])[1m:10s])",
+            "min_over_time(sum(c @ end())[1m:15s])",
+        ];
+        let queries: Vec<crate::Query> = queries
+            .iter()
+            .filter_map(|q| crate::Query::parse(q).ok())
+            .collect();
+        assert_eq!(queries.len(), 5);
+        let mut st = Store::new();
+        let memo = Memo::default();
+        let mut total = [0.0, 0.0];
+        for step in 0..160_i64 {
+            let t = step * 15_000;
+            for (pod, c) in total.iter_mut().enumerate() {
+                // A rate that rises, holds and falls, different on each pod.
+                *c += 15.0 * (1.0 + (step as f64 / 20.0).sin().abs() * (pod as f64 + 1.0));
+                st.push(Labels::new([(NAME, "c"), ("pod", ["a", "b"][pod])]), t, *c)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                // Asked between two scrapes of the same instant: the memo keeps nothing of
+                // the present, which the second scrape changes.
+                if pod == 0 {
+                    for q in &queries {
+                        let _ = Evaluator::new(&st).memo(&memo).eval(q, t);
+                    }
+                }
+            }
+            // A vector's series come in no particular order.
+            let sorted = |v: Result<Value, EvalError>| match v {
+                Ok(Value::Vector(mut v)) => {
+                    v.sort_by_key(|s| format!("{:?}", s.labels));
+                    Ok(Value::Vector(v))
+                }
+                other => other,
+            };
+            for q in &queries {
+                let plain = sorted(Evaluator::new(&st).eval(q, t));
+                let kept = sorted(Evaluator::new(&st).memo(&memo).eval(q, t));
+                assert_eq!(plain, kept, "at {t} ms");
+            }
+        }
+        // What the windows no longer reach has gone.
+        let kept: usize = memo.inner.borrow().values().map(|b| b.len()).sum();
+        assert!(kept <= 20 + 8 + 6, "{kept}");
+    }
 
     #[test]
     fn aggregation_groups_by_the_kept_labels_in_first_seen_order() {

@@ -26,7 +26,7 @@ pub mod store;
 
 use std::fmt;
 
-pub use eval::{EvalError, Evaluator, Sample, Value};
+pub use eval::{EvalError, Evaluator, Memo, Sample, Value};
 pub use promql_parser::parser::Expr;
 pub use store::{Labels, Point, ScrapeWrite, Series, Store, StoreError};
 
