@@ -856,15 +856,15 @@ impl Tuner<'_> {
         room: u32,
     ) -> Result<Option<usize>, TuneError> {
         let ts = self.ts;
-        // The trace a candidate stopped at, if it is of `kind`.
+        // Whether the trace a candidate failed at (the last it was rehearsed on, the suite's
+        // last included) is of `kind`.
         let stopped_at = |e: &Evaluated, kind: &dyn Fn(&Trace) -> bool| {
-            !e.complete
-                && e.results.last().is_some_and(|r| {
-                    ts.suite
-                        .iter()
-                        .find(|t| t.name == r.trace)
-                        .is_some_and(kind)
-                })
+            e.results.iter().find(|r| !r.held).is_some_and(|r| {
+                ts.suite
+                    .iter()
+                    .find(|t| t.name == r.trace)
+                    .is_some_and(kind)
+            })
         };
         let steps = |t: &Trace| !t.traffic.jumps(1.2, 0.05 * ts.capacity_rps).is_empty();
         let rises = |t: &Trace| !t.steady && !steps(t);

@@ -74,6 +74,41 @@ fn the_tuned_policy_holds_its_target_is_measured_and_the_seeds_flap() {
     let seeds = seeds.unwrap_or_else(|| panic!("no seeds' result"));
     assert!(seeds.flaps > 0 && !seeds.held, "{seeds:?}");
     assert!(seeds.why_not.as_ref().is_some_and(|w| w.contains("flaps")));
+    // The anticipation's shorter line is tried only where the five-minute one saw the ramp
+    // too late, never where it flapped at the steady load.
+    let short: Vec<_> = report
+        .candidates
+        .iter()
+        .filter_map(|c| c.policy.as_ref().map(|p| (c, p)))
+        .collect();
+    assert!(
+        short.iter().any(|(_, p)| p.trend_window_s == Some(120)),
+        "the five-minute line sees this ramp late at u = 1.0; the shorter one was not tried"
+    );
+    for (c, p) in short.iter().filter(|(_, p)| p.trend_window_s == Some(120)) {
+        let long: Vec<_> = short
+            .iter()
+            .filter(|(_, q)| {
+                q.trend_window_s == Some(300)
+                    && q.primary == p.primary
+                    && q.utilisation == p.utilisation
+            })
+            .collect();
+        assert!(
+            long.is_empty()
+                || long.iter().any(|(l, _)| {
+                    l.results
+                        .iter()
+                        .find(|r| !r.held)
+                        .is_some_and(|r| r.trace == "ramp")
+                }),
+            "{} tried though {:?}",
+            c.label,
+            long.iter()
+                .map(|(l, _)| (&l.label, l.results.iter().find(|r| !r.held)))
+                .collect::<Vec<_>>()
+        );
+    }
     // What it chose held: no flap at the steady load, the SLO met on every trace.
     let p = policy.unwrap_or_else(|| panic!("nothing held: {:?}", report.statements));
     let chosen = &report.candidates[report.chosen.unwrap_or_else(|| unreachable!())];
