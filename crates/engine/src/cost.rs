@@ -392,9 +392,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn decode_is_memory_bound_and_grows_slowly_with_batch() {
-        let m = CostModel::new(
+    /// Llama 3.1 8B in bf16 on one H100, with vLLM's defaults.
+    fn h100_8b() -> CostModel {
+        CostModel::new(
             find_gpu("H100").unwrap(),
             find_model("Llama-3.1-8B").unwrap(),
             WeightDtype::Bf16,
@@ -403,7 +403,12 @@ mod tests {
             false,
             256,
             8192,
-        );
+        )
+    }
+
+    #[test]
+    fn decode_is_memory_bound_and_grows_slowly_with_batch() {
+        let m = h100_8b();
         let one = m.step(&decode(1, 500), 1.0);
         let many = m.step(&decode(128, 500), 1.0);
         // ≈ 16 GB at 2.68 TB/s effective: about 6 ms, plus the CPU side.
@@ -414,16 +419,7 @@ mod tests {
 
     #[test]
     fn prefill_is_compute_bound() {
-        let m = CostModel::new(
-            find_gpu("H100").unwrap(),
-            find_model("Llama-3.1-8B").unwrap(),
-            WeightDtype::Bf16,
-            2.0,
-            1,
-            false,
-            256,
-            8192,
-        );
+        let m = h100_8b();
         let n = 4096u32;
         let s = StepShape {
             prefill_seqs: 1,

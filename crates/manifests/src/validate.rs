@@ -298,7 +298,8 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn error(
+    fn new(
+        severity: Severity,
         id: &'static str,
         path: impl Into<String>,
         message: impl Into<String>,
@@ -306,11 +307,20 @@ impl Finding {
     ) -> Self {
         Finding {
             id,
-            severity: Severity::Error,
+            severity,
             path: path.into(),
             message: message.into(),
             fix: fix.into(),
         }
+    }
+
+    fn error(
+        id: &'static str,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Finding::new(Severity::Error, id, path, message, fix)
     }
 
     fn warning(
@@ -319,13 +329,7 @@ impl Finding {
         message: impl Into<String>,
         fix: impl Into<String>,
     ) -> Self {
-        Finding {
-            id,
-            severity: Severity::Warning,
-            path: path.into(),
-            message: message.into(),
-            fix: fix.into(),
-        }
+        Finding::new(Severity::Warning, id, path, message, fix)
     }
 }
 

@@ -508,20 +508,7 @@ impl<'a> Parser<'a> {
                 ));
             }
         } else {
-            self.finish_family()?;
-            let at = self.out.samples.len() as u32;
-            self.out.families.push(FamilyData {
-                name,
-                kind: MetricType::Unknown,
-                typed: false,
-                help: None,
-                unit: None,
-                samples: at..at,
-            });
-            self.current = Some(Current {
-                index: self.out.families.len() - 1,
-                line: self.line_no,
-            });
+            self.open_family(name)?;
         }
         let Some(index) = self.current.as_ref().map(|c| c.index) else {
             return Ok(());
@@ -574,6 +561,26 @@ impl<'a> Parser<'a> {
     }
 
     /// Closes the current family; in strict mode runs the family-level checks.
+    /// Finishes the current family and starts `name`'s, untyped until its `# TYPE` says
+    /// otherwise, at this line.
+    fn open_family(&mut self, name: Cow<'a, str>) -> Result<(), ParseError> {
+        self.finish_family()?;
+        let at = self.out.samples.len() as u32;
+        self.out.families.push(FamilyData {
+            name,
+            kind: MetricType::Unknown,
+            typed: false,
+            help: None,
+            unit: None,
+            samples: at..at,
+        });
+        self.current = Some(Current {
+            index: self.out.families.len() - 1,
+            line: self.line_no,
+        });
+        Ok(())
+    }
+
     fn finish_family(&mut self) -> Result<(), ParseError> {
         let Some(cur) = self.current.take() else {
             return Ok(());
@@ -916,20 +923,7 @@ impl<'a> Parser<'a> {
             sample_fits(&fam.name, fam.kind, &name, self.strict)
         });
         if !fits {
-            self.finish_family()?;
-            let at = self.out.samples.len() as u32;
-            self.out.families.push(FamilyData {
-                name: name.clone(),
-                kind: MetricType::Unknown,
-                typed: false,
-                help: None,
-                unit: None,
-                samples: at..at,
-            });
-            self.current = Some(Current {
-                index: self.out.families.len() - 1,
-                line: self.line_no,
-            });
+            self.open_family(name.clone())?;
         }
         let data = SampleData {
             name,

@@ -312,13 +312,7 @@ pub async fn connect(addr: &str, timeout: Option<Duration>) -> Result<Client, Co
     if let Some(t) = timeout {
         e = e.timeout(t);
     }
-    let channel = e
-        .connect()
-        .await
-        .map_err(|source| ConnectError::Unreachable {
-            addr: addr.to_owned(),
-            source,
-        })?;
+    let channel = e.connect().await.map_err(unreachable(addr))?;
     Ok(Client::new(channel))
 }
 
@@ -356,9 +350,14 @@ pub async fn connect_tls(
         .connect_timeout(Duration::from_secs(10))
         .connect_with_connector(dial)
         .await
-        .map_err(|source| ConnectError::Unreachable {
-            addr: addr.to_owned(),
-            source,
-        })?;
+        .map_err(unreachable(addr))?;
     Ok(Client::new(channel))
+}
+
+/// No scaler answered at `addr`.
+fn unreachable(addr: &str) -> impl FnOnce(tonic::transport::Error) -> ConnectError + '_ {
+    move |source| ConnectError::Unreachable {
+        addr: addr.to_owned(),
+        source,
+    }
 }
