@@ -245,12 +245,13 @@ fn rust_and_python_clients_drive_the_scaler_against_simulated_replicas() {
             scaled_object_ref: Some(so(&desired)),
             metric_name: spec.metric_specs[0].metric_name.clone(),
         };
-        let v = rt
+        let got = rt
             .block_on(client.clone().get_metrics(req.clone()))
             .unwrap()
-            .into_inner()
-            .metric_values[0]
-            .metric_value_float;
+            .into_inner();
+        let v = got.metric_values[0].metric_value_float;
+        // The deprecated whole field rounds a replica count up, never down.
+        assert_eq!(got.metric_values[0].metric_value, v.ceil() as i64, "{v}");
         let reading = Reading {
             target: Target::AverageValue(target),
             value: Some(v),

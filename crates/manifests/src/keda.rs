@@ -379,7 +379,7 @@ pub fn policy_external_scaled_object(
     e.comment(
         "metadata.target",
         format!(
-            "{} {} per pod. {}.\nThe scaler answers the largest of ceil({signal} / {}){}{}{}; the HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+            "{} {} per pod. {}.\nThe scaler answers the largest of {signal} / {}{}{}{}, unrounded; the HPA reads it\nat AverageValue 1 (GetMetricSpec says so): it is the proposal, which the HPA rounds up\nand holds within its 10 % tolerance as it does a Prometheus trigger's.",
             fmt_num(p.target),
             p.primary.unit(),
             reason(p, "target"),
@@ -389,9 +389,9 @@ pub fn policy_external_scaled_object(
                 p.trend_window()
             )),
             p.queue_booster
-                .map_or(String::new(), |q| format!(", ceil(queue / {q})")),
+                .map_or(String::new(), |q| format!(", queue / {q}")),
             guardrail_s.map_or(String::new(), |g| format!(
-                " and, with the p95 queue time above {} s, ceil(pods x p95 / {}){}",
+                " and, with the p95 queue time above {} s, pods x p95 / {}{}",
                 fmt_num(g),
                 fmt_num(g),
                 p.guardrail_ratio_max.map_or(String::new(), |r| format!(
@@ -606,7 +606,7 @@ pub fn external_scaled_object(t: &Thresholds, o: &Options) -> Explained<ScaledOb
     .comment(
         "metadata.target",
         format!(
-            "{q} waiting requests per pod: the scaler answers max(ceil(queue / {q}), and, when the p95\nqueue time over the window is above {} s, ceil(pods x p95 / {})). The HPA reads\nthat count at AverageValue 1 (GetMetricSpec says so): it is the proposal.",
+            "{q} waiting requests per pod: the scaler answers max(queue / {q}, and, when the p95 queue\ntime over the window is above {} s, pods x p95 / {}), unrounded. The HPA reads it at\nAverageValue 1 (GetMetricSpec says so): it is the proposal, which the HPA rounds up and\nholds within its 10 % tolerance as it does a Prometheus trigger's.",
             fmt_num(guard),
             fmt_num(guard)
         ),

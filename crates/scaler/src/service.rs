@@ -330,10 +330,17 @@ impl ExternalScaler for Scaler {
                 )));
             }
             let value = v.answer.value;
+            // The deprecated whole field, for a KEDA that reads only it: a replica count
+            // rounded up, never down to fewer replicas than asked for.
+            let whole = if v.config.metric == Metric::DesiredReplicas {
+                value.ceil()
+            } else {
+                value.round()
+            };
             Ok(GetMetricsResponse {
                 metric_values: vec![MetricValue {
                     metric_name: ours,
-                    metric_value: value.round() as i64,
+                    metric_value: whole as i64,
                     metric_value_float: value,
                 }],
             })

@@ -86,6 +86,24 @@ async fn keda_calls_answer_from_the_pods_and_fail_loudly_without_them() {
     let got = client.get_metrics(req.clone()).await.unwrap().into_inner();
     let v = &got.metric_values[0];
     assert_eq!((v.metric_value_float, v.metric_value), (7.5, 8));
+    // A replica count is answered unrounded (the HPA rounds it up within its tolerance);
+    // the deprecated whole field rounds it up, never down: 7.5 queued at 7 a replica.
+    let desired = scaled_object(&[
+        ("scalerAddress", "inferscale-scaler:6000"),
+        ("targets", &targets),
+        ("metric", "desired_replicas"),
+        ("target", "7"),
+    ]);
+    let got = client
+        .get_metrics(GetMetricsRequest {
+            scaled_object_ref: Some(desired),
+            metric_name: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let v = &got.metric_values[0];
+    assert_eq!((v.metric_value_float, v.metric_value), (7.5 / 7.0, 2));
     assert!(
         client
             .is_active(so.clone())

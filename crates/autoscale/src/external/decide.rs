@@ -368,11 +368,16 @@ fn load(m: Metric, merged: &Snapshot, arrivals: f64) -> f64 {
 
 /// The replica count `desired_replicas` reports for `pods` pods: enough for its signal at
 /// its per-replica target (`(value, target)`: the HPA's AverageValue proposal,
-/// `⌈value / target⌉`), for the queue at the booster's target when there is one, and, when
-/// the latency is above its target, at least `⌈pods × p95 / target⌉` (more than now: the
+/// `value / target`), for the queue at the booster's target when there is one, and, when
+/// the latency is above its target, at least `pods × p95 / target` (more than now: the
 /// proportional answer the HPA gives a Value metric, which is how a latency must be read;
 /// fed as AverageValue it would be divided by the replicas and scale wrongly). 0 when none
 /// asks for any (the HPA holds its minimum).
+///
+/// Unrounded: the HPA reads it at AverageValue 1, so its ratio to the current replicas is
+/// the one a Prometheus trigger's value gives, and the HPA rounds it up and holds within its
+/// tolerance (10 %) as it does there. A whole count would leave no tolerance: a signal's
+/// noise across a whole number would move a replica each time.
 pub fn desired_replicas(
     pods: usize,
     signal: (f64, f64),
@@ -380,16 +385,10 @@ pub fn desired_replicas(
     latency: Option<(f64, f64)>,
 ) -> f64 {
     let per = |(v, t): (f64, f64)| {
-        if t > 0.0 {
-            (v.max(0.0) / t).ceil()
-        } else {
-            0.0
-        }
+        if t > 0.0 { v.max(0.0) / t } else { 0.0 }
     };
     let by_latency = match latency {
-        Some((p95, target)) if p95 > target && target > 0.0 => {
-            (pods.max(1) as f64 * p95 / target).ceil()
-        }
+        Some((p95, target)) if p95 > target && target > 0.0 => pods.max(1) as f64 * p95 / target,
         _ => 0.0,
     };
     per(signal).max(booster.map_or(0.0, per)).max(by_latency)
@@ -761,24 +760,25 @@ mod tests {
     #[test]
     fn desired_replicas_follows_the_queue_and_the_guardrail_raises_it() {
         assert_eq!(desired_replicas(3, (0.0, 5.0), None, Some((2.0, 5.0))), 0.0);
+        // Unrounded, as the HPA's own proposal before it rounds up: 11 at 5 per replica.
         assert_eq!(
             desired_replicas(3, (11.0, 5.0), None, Some((2.0, 5.0))),
-            3.0
+            2.2
         );
         // Latency above target: at least proportionally more than now.
-        assert_eq!(desired_replicas(3, (0.0, 5.0), None, Some((7.5, 5.0))), 5.0);
+        assert_eq!(desired_replicas(3, (0.0, 5.0), None, Some((7.5, 5.0))), 4.5);
         assert_eq!(
             desired_replicas(3, (40.0, 5.0), None, Some((7.5, 5.0))),
             8.0
         );
-        // In flight 250 at 100 per replica: 3; a queue of 90 at 20 per replica: 5.
+        // In flight 250 at 100 per replica: 2.5; a queue of 90 at 20 per replica: 4.5.
         assert_eq!(
             desired_replicas(3, (250.0, 100.0), Some((90.0, 20.0)), None),
-            5.0
+            4.5
         );
         assert_eq!(
             desired_replicas(3, (250.0, 100.0), Some((10.0, 20.0)), None),
-            3.0
+            2.5
         );
         let mut c = cfg(Metric::DesiredReplicas);
         c.guardrail = Some((Metric::E2eP95, 5.0));
