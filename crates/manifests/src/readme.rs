@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use inferscale_analysis::Thresholds;
+use inferscale_analysis::scaling::{Policy, Primary, Step};
 
 use crate::Options;
 use crate::k8s::{grace_seconds, max_model_len};
@@ -13,6 +14,56 @@ use crate::karpenter::{
 };
 use crate::keda::scale_down_window_s;
 use crate::rules::Rules;
+
+/// The policy the ScaledObject is written from, when it is not the seeds' queue shape.
+fn shipped(o: &Options) -> Option<&Policy> {
+    o.policy.as_ref().filter(|p| p.primary != Primary::Queue)
+}
+
+/// An HPA behaviour's policies in words: `up to 4 pods or 100 % every 15 s`.
+fn step_words(s: &Step) -> String {
+    let mut parts = Vec::new();
+    if s.pods > 0 {
+        parts.push(format!(
+            "{} pod{}",
+            s.pods,
+            if s.pods == 1 { "" } else { "s" }
+        ));
+    }
+    if s.percent > 0 {
+        parts.push(format!("{} %", s.percent));
+    }
+    format!("up to {} every {} s", parts.join(" or "), s.period_s)
+}
+
+/// The section on the scaling policy: what it is, what the tuning showed, and why each
+/// choice.
+fn policy_section(r: &mut String, p: &Policy) {
+    let _ = writeln!(
+        r,
+        "\n## The scaling policy\n\n`scaledobject.yaml` scales on {}.",
+        p.describe()
+    );
+    if let Some(t) = &p.tuned {
+        let _ = writeln!(
+            r,
+            "`inferscale tune` chose it and rehearsed it on {} traces ({}): {:.2} GPU-hours, {:.2}× a\nperfect-foresight schedule's {:.2}; the worst trace met the {} s SLO for {:.2} % of requests outside\nits named transients (asked: {:.0} %); {} flaps at a steady load. The seeds' queue-depth shape\nis `inferscale generate --signal queue`.",
+            t.traces.len(),
+            t.traces.join(", "),
+            t.gpu_hours,
+            t.gpu_hours / t.foresight_gpu_hours.max(1e-9),
+            t.foresight_gpu_hours,
+            t.slo_e2e_s,
+            t.worst_attainment * 100.0,
+            t.attainment * 100.0,
+            t.steady_flaps
+        );
+    }
+    let _ = writeln!(r, "\n| choice | why |\n|---|---|");
+    for (k, why) in &p.reasons {
+        let _ = writeln!(r, "| `{k}` | {} |", why.replace('|', "\\|"));
+    }
+}
 
 fn opt(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{v}"))
@@ -165,10 +216,16 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
     );
     row(
         "scale_out.for_seconds",
-        format!(
-            "{} s (HPA scale-up stabilisation window)",
-            t.scale_out.for_seconds
-        ),
+        match shipped(o) {
+            None => format!(
+                "{} s (HPA scale-up stabilisation window)",
+                t.scale_out.for_seconds
+            ),
+            Some(p) => format!(
+                "{} s (the seeds' scale-up window; the policy shipped uses {} s: see the scaling policy)",
+                t.scale_out.for_seconds, p.scale_up.window_s
+            ),
+        },
     );
     row(
         "scale_out.p95_queue_time_seconds",
@@ -190,12 +247,19 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
     );
     row(
         "scale_in.for_seconds",
-        format!(
-            "{} s → scale-down window {} s (at least the cold start, {} s)",
-            t.scale_in.for_seconds,
-            scale_down_window_s(t, o),
-            o.cold_start_s
-        ),
+        match shipped(o) {
+            None => format!(
+                "{} s → scale-down window {} s (at least the cold start, {} s)",
+                t.scale_in.for_seconds,
+                scale_down_window_s(t, o),
+                o.cold_start_s
+            ),
+            Some(_) => format!(
+                "{} s (the seeds'; the policy shipped: a scale-down window of {} s, see the scaling policy)",
+                t.scale_in.for_seconds,
+                scale_down_window_s(t, o)
+            ),
+        },
     );
     row(
         "activation.queue_depth",
@@ -206,8 +270,11 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
     );
     let _ = writeln!(
         r,
-        "| `consolidateAfter` | {} s | the scale-down window + one cold start (Karpenter keeps an empty GPU node that long) |\n| `limits.nvidia.com/gpu` | {} | the nodes {} replicas need, × {} GPU per node |",
+        "| `consolidateAfter` | {} s | {} |\n| `limits.nvidia.com/gpu` | {} | the nodes {} replicas need, × {} GPU per node |",
         consolidate_after_s(t, o),
+        shipped(o)
+            .and_then(|p| p.reasons.get("consolidate_after_s"))
+            .map_or("the scale-down window + one cold start (Karpenter keeps an empty GPU node that long)", String::as_str),
         gpu_limit(o),
         o.max_replicas,
         o.nodes.gpus_per_node
@@ -242,12 +309,42 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             a.name, a.for_, a.severity, a.source
         );
     }
+    if let Some(p) = shipped(o) {
+        policy_section(&mut r, p);
+    }
+    let (trigger, zeros, behaviour) = match shipped(o) {
+        None => (
+            format!(
+                "**Queue depth is the trigger** (`AverageValue` of the summed `vllm:num_requests_waiting`:\n  the HPA asks for `ceil(total / {})` pods). It is additive across pods and reacts the moment\n  arrivals exceed capacity.",
+                t.scale_out.queue_depth_per_pod
+            ),
+            "the queue query has no `or vector(0)`",
+            format!(
+                "scale out on a proposal held {} s, up to +2 pods or ×2 per\n  minute; scale in on the highest proposal of {} s, one pod per 2 minutes.",
+                t.scale_out.for_seconds,
+                scale_down_window_s(t, o)
+            ),
+        ),
+        Some(p) => (
+            format!(
+                "**The {} is the trigger** (`AverageValue`, {} {} per pod), proportional to the\n  load on any engine; the queue booster and the guardrail stand beside it. Why each value: the\n  scaling policy above. The seeds' shape (queue depth primary): `inferscale generate --signal queue`.",
+                p.primary.about(),
+                p.target,
+                p.primary.unit()
+            ),
+            "the primary's query has no `or vector(0)`",
+            format!(
+                "scale out with a window of {} s, {}; scale in on the\n  highest proposal of {} s, {}.",
+                p.scale_up.window_s,
+                step_words(&p.scale_up),
+                p.scale_down.window_s,
+                step_words(&p.scale_down)
+            ),
+        ),
+    };
     let _ = writeln!(
         r,
-        "\n## Design notes\n\n- **Queue depth is the trigger** (`AverageValue` of the summed `vllm:num_requests_waiting`:\n  the HPA asks for `ceil(total / {q})` pods). It is additive across pods and reacts the moment\n  arrivals exceed capacity.\n- **The latency guardrail is a `Value` trigger on p95 queue time**, not a p95 fed as\n  `AverageValue` (the HPA would divide it by the replica count). Its query returns 0, not NaN,\n  when no request finished.\n- **No silent zeros**: the queue query has no `or vector(0)` and `ignoreNullValues` is\n  `\"false\"`, so a Prometheus outage or missing series is an error and the fallback holds at\n  least the current replicas (`currentReplicasIfHigher`).\n- **Explicit HPA behaviour**: scale out on a proposal held {up} s, up to +2 pods or ×2 per\n  minute; scale in on the highest proposal of {down} s, one pod per 2 minutes.\n- **Metric names**: dashboards and alerts read vLLM's current names and fall back to the\n  deprecated ones (`vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc`,\n  `vllm:inter_token_latency_seconds` / `vllm:time_per_output_token_seconds`).",
-        q = t.scale_out.queue_depth_per_pod,
-        up = t.scale_out.for_seconds,
-        down = scale_down_window_s(t, o)
+        "\n## Design notes\n\n- {trigger}\n- **The latency guardrail is a `Value` trigger on p95 queue time**, not a p95 fed as\n  `AverageValue` (the HPA would divide it by the replica count). Its query returns 0, not NaN,\n  when no request finished.\n- **No silent zeros**: {zeros} and `ignoreNullValues` is\n  `\"false\"`, so a Prometheus outage or missing series is an error and the fallback holds at\n  least the current replicas (`currentReplicasIfHigher`).\n- **Explicit HPA behaviour**: {behaviour}\n- **Metric names**: dashboards and alerts read vLLM's current names and fall back to the\n  deprecated ones (`vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc`,\n  `vllm:inter_token_latency_seconds` / `vllm:time_per_output_token_seconds`)."
     );
     nodes(&mut r, t, o);
     r
@@ -294,9 +391,14 @@ fn nodes(r: &mut String, t: &Thresholds, o: &Options) {
     );
     let _ = writeln!(
         r,
-        "- **Removal**: `consolidationPolicy: WhenEmpty`, so a node goes only once its last vLLM pod\n  left, and `consolidateAfter: {}` ({after} s: the scale-down window, {window} s, plus one\n  cold start, {} s), so a replica asked back meanwhile finds a node; one node at a time\n  (`budgets: nodes: \"1\"`). The pods' `karpenter.sh/do-not-disrupt` keeps consolidation and\n  drift off nodes that serve; expiry (`expireAfter: 720h`) is not held off by it.",
+        "- **Removal**: `consolidationPolicy: WhenEmpty`, so a node goes only once its last vLLM pod\n  left, and `consolidateAfter: {}` ({}); one node at a time\n  (`budgets: nodes: \"1\"`). The pods' `karpenter.sh/do-not-disrupt` keeps consolidation and\n  drift off nodes that serve; expiry (`expireAfter: 720h`) is not held off by it.",
         karpenter_duration(after),
-        o.cold_start_s
+        shipped(o)
+            .and_then(|p| p.reasons.get("consolidate_after_s").cloned())
+            .unwrap_or_else(|| format!(
+                "{after} s: the scale-down window, {window} s, plus one\n  cold start, {} s, so a replica asked back meanwhile finds a node",
+                o.cold_start_s
+            ))
     );
     let _ = writeln!(
         r,

@@ -490,6 +490,23 @@ fn the_tuned_policy_is_written_validated_and_explained() {
             let cfg = inferscale_scaler::Config::from_metadata(&meta, "default").unwrap();
             assert_eq!(cfg.guardrail_ratio_max, Some(r));
         }
+        // The README explains the policy shipped, not the seeds' queue shape: every choice
+        // with its reason, the behaviour the ScaledObject has, the evidence of the tuning.
+        let readme = &files
+            .iter()
+            .find(|f| f.path == "README.md")
+            .unwrap()
+            .contents;
+        assert!(readme.contains("## The scaling policy"), "{readme}");
+        for (k, why) in &p.reasons {
+            assert!(readme.contains(&format!("| `{k}` | {} |", why.replace('|', "\\|"))));
+        }
+        assert!(!readme.contains("Queue depth is the trigger"), "{readme}");
+        assert!(readme.contains(&format!(
+            "scale in on the\n  highest proposal of {} s",
+            p.scale_down.window_s
+        )));
+        assert!(readme.contains("inferscale tune` chose it"), "{readme}");
         // A shorter trend window is the line's, in the query or in the scaler; the default
         // (five minutes) when the policy names none.
         for (window, span, samples) in [(None, "5m", 16), (Some(120), "2m", 7)] {
