@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use inferscale_analysis::Thresholds;
 use inferscale_analysis::scaling::{Policy, Primary, Step};
+use inferscale_catalog::Signal;
 
 use crate::Options;
 use crate::k8s::{grace_seconds, max_model_len};
@@ -38,7 +39,7 @@ fn step_words(s: &Step) -> String {
 
 /// The section on the scaling policy: what it is, what the tuning showed, and why each
 /// choice.
-fn policy_section(r: &mut String, p: &Policy) {
+fn policy_section(r: &mut String, p: &Policy, guarded: bool) {
     let _ = writeln!(
         r,
         "\n## The scaling policy\n\n`scaledobject.yaml` scales on {}.",
@@ -61,6 +62,10 @@ fn policy_section(r: &mut String, p: &Policy) {
     }
     let _ = writeln!(r, "\n| choice | why |\n|---|---|");
     for (k, why) in &p.reasons {
+        // An engine without a queue-time histogram has no guardrail: nothing to explain.
+        if !guarded && k.starts_with("guardrail") {
+            continue;
+        }
         let _ = writeln!(r, "| `{k}` | {} |", why.replace('|', "\\|"));
     }
 }
@@ -309,8 +314,10 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             a.name, a.for_, a.severity, a.source
         );
     }
+    // An engine without a queue-time histogram (llama.cpp) has no guardrail to read.
+    let guarded = o.engine.serves(Signal::QueueTime);
     if let Some(p) = shipped(o) {
-        policy_section(&mut r, p);
+        policy_section(&mut r, p, guarded);
     }
     let (trigger, zeros, behaviour) = match shipped(o) {
         None => (
@@ -327,10 +334,19 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
         ),
         Some(p) => (
             format!(
-                "**The {} is the trigger** (`AverageValue`, {} {} per pod), proportional to the\n  load on any engine; the queue booster and the guardrail stand beside it. Why each value: the\n  scaling policy above. The seeds' shape (queue depth primary): `inferscale generate --signal queue`.",
+                "**The {} is the trigger** (`AverageValue`, {} {} per pod), proportional to the\n  load on any engine{}. Why each value: the scaling policy above. The seeds' shape (queue\n  depth primary): `inferscale generate --signal queue`.",
                 p.primary.about(),
                 p.target,
-                p.primary.unit()
+                p.primary.unit(),
+                match (
+                    p.queue_booster.is_some(),
+                    guarded && p.guardrail_s.is_some()
+                ) {
+                    (true, true) => "; the queue booster and the guardrail stand beside it",
+                    (true, false) => "; the queue booster stands beside it",
+                    (false, true) => "; the guardrail stands beside it",
+                    (false, false) => "",
+                }
             ),
             "the primary's query has no `or vector(0)`",
             format!(
@@ -342,9 +358,19 @@ pub fn readme(t: &Thresholds, o: &Options, rules: &Rules) -> String {
             ),
         ),
     };
+    let guardrail = if guarded {
+        "\n- **The latency guardrail is a `Value` trigger on p95 queue time**, not a p95 fed as\n  `AverageValue` (the HPA would divide it by the replica count). Its query returns 0, not NaN,\n  when no request finished."
+    } else {
+        ""
+    };
+    let names = if o.engine == inferscale_catalog::Engine::Vllm {
+        "\n- **Metric names**: dashboards and alerts read vLLM's current names and fall back to the\n  deprecated ones (`vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc`,\n  `vllm:inter_token_latency_seconds` / `vllm:time_per_output_token_seconds`)."
+    } else {
+        ""
+    };
     let _ = writeln!(
         r,
-        "\n## Design notes\n\n- {trigger}\n- **The latency guardrail is a `Value` trigger on p95 queue time**, not a p95 fed as\n  `AverageValue` (the HPA would divide it by the replica count). Its query returns 0, not NaN,\n  when no request finished.\n- **No silent zeros**: {zeros} and `ignoreNullValues` is\n  `\"false\"`, so a Prometheus outage or missing series is an error and the fallback holds at\n  least the current replicas (`currentReplicasIfHigher`).\n- **Explicit HPA behaviour**: {behaviour}\n- **Metric names**: dashboards and alerts read vLLM's current names and fall back to the\n  deprecated ones (`vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc`,\n  `vllm:inter_token_latency_seconds` / `vllm:time_per_output_token_seconds`)."
+        "\n## Design notes\n\n- {trigger}{guardrail}\n- **No silent zeros**: {zeros} and `ignoreNullValues` is\n  `\"false\"`, so a Prometheus outage or missing series is an error and the fallback holds at\n  least the current replicas (`currentReplicasIfHigher`).\n- **Explicit HPA behaviour**: {behaviour}{names}"
     );
     nodes(&mut r, t, o);
     r

@@ -731,6 +731,17 @@ fn the_arrival_rate_on_an_engine_that_counts_no_requests_counts_its_tokens() {
     for name in parsed.metric_names() {
         assert!(name.starts_with("llamacpp:"), "{name} in {q}");
     }
+    // Its README explains no guardrail it has not got, nor vLLM's names.
+    let files = generate(&t, &o).unwrap();
+    let readme = &files
+        .iter()
+        .find(|f| f.path == "README.md")
+        .unwrap()
+        .contents;
+    assert!(readme.contains("## The scaling policy"), "{readme}");
+    for absent in ["p95 queue time", "guardrail_ratio_max", "vllm:"] {
+        assert!(!readme.contains(absent), "{absent} in {readme}");
+    }
     // Without a measured mean output there is nothing to count them from.
     let mut bare = p;
     bare.output_tokens_mean = None;
